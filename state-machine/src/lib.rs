@@ -1,5 +1,38 @@
 //! corral-state: the deterministic cluster state that the Raft log replicates.
 //!
-//! Pure: no I/O, no clock, no randomness. Time enters only inside commands.
+//! Pure: no I/O, no clock, no randomness. Time enters only inside commands, maps
+//! are ordered, and arithmetic on usage is integer, so every replica that applies
+//! the same commands holds the same bytes.
+//!
+//! Start reading at [`Command`] (every change there is) and [`ClusterState::apply`]
+//! (how each is validated and applied); [`invariants::check`] states what must
+//! always hold. Slurm's text formats live in [`slurm`].
 
+pub mod account;
+pub mod accounting;
+mod apply;
+pub mod command;
+pub mod config;
+pub mod digest;
+pub mod ids;
+pub mod invariants;
+pub mod job;
+pub mod node;
+pub mod partition;
+pub mod qos;
+pub mod rejection;
+pub mod reservation;
 pub mod slurm;
+pub mod snapshot;
+pub mod state;
+pub mod time;
+pub mod topology;
+
+pub use command::{
+    CancelTarget, Command, Outcome, PlanOutcome, PlannedAllocation, PlannedPreemption,
+};
+pub use digest::StateDigest;
+pub use ids::{Actor, AttemptNumber, JobId, Role};
+pub use rejection::Rejection;
+pub use state::ClusterState;
+pub use time::Timestamp;

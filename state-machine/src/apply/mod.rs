@@ -1,0 +1,207 @@
+//! `apply`: validate a command against the state, then change it. Every handler
+//! checks everything before its first mutation, so a refused command changes
+//! nothing; the clock advances only when a command is accepted.
+
+mod admin;
+mod job_control;
+mod lifecycle;
+mod nodes;
+mod plan;
+mod reports;
+mod submit;
+mod tick;
+
+use crate::command::{Command, Outcome};
+use crate::ids::{Actor, JobId};
+use crate::job::Job;
+use crate::rejection::Rejection;
+use crate::state::ClusterState;
+use crate::time::Timestamp;
+
+pub(crate) fn apply(state: &mut ClusterState, command: Command) -> Result<Outcome, Rejection> {
+    let now = command_time(&command).map_or(state.clock, |at| at.max(state.clock));
+    let outcome = dispatch(state, command, now)?;
+    state.clock = now;
+    Ok(outcome)
+}
+
+fn command_time(command: &Command) -> Option<Timestamp> {
+    use Command::*;
+    match command {
+        Submit { at, .. }
+        | Cancel { at, .. }
+        | Release { at, .. }
+        | Requeue { at, .. }
+        | ApplyPlan { at, .. }
+        | Tick { at }
+        | AttemptStarted { at, .. }
+        | BatchExited { at, .. }
+        | NodeReleased { at, .. }
+        | ReportCheckpoint { at, .. }
+        | RegisterNode { at, .. }
+        | NodeDown { at, .. }
+        | DrainNode { at, .. }
+        | GpuFailed { at, .. }
+        | DrainGpu { at, .. }
+        | DefineNodes { at, .. } => Some(*at),
+        Hold { .. }
+        | ResumeNode { .. }
+        | ResumeGpu { .. }
+        | SetConfig { .. }
+        | RemoveNode { .. }
+        | SetPartition { .. }
+        | RemovePartition { .. }
+        | SetAccount { .. }
+        | RemoveAccount { .. }
+        | SetUser { .. }
+        | RemoveUser { .. }
+        | SetQos { .. }
+        | RemoveQos { .. }
+        | SetTopology { .. }
+        | SetReservation { .. }
+        | DeleteReservation { .. } => None,
+    }
+}
+
+fn dispatch(
+    state: &mut ClusterState,
+    command: Command,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    use Command::*;
+    match command {
+        Submit {
+            spec, batch, by, ..
+        } => submit::submit(state, spec, batch, &by, now),
+        Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
+        Hold { job, by } => job_control::hold(state, job, &by),
+        Release { job, by, .. } => job_control::release(state, job, &by, now),
+        Requeue { job, by, .. } => job_control::requeue(state, job, &by, now),
+        ApplyPlan {
+            allocations,
+            preemptions,
+            reasons,
+            ..
+        } => plan::apply_plan(state, allocations, preemptions, reasons, now),
+        Tick { .. } => tick::tick(state, now),
+        AttemptStarted {
+            job, attempt, node, ..
+        } => reports::attempt_started(state, job, attempt, &node),
+        BatchExited {
+            job,
+            attempt,
+            node,
+            status,
+            ..
+        } => reports::batch_exited(state, job, attempt, &node, status, now),
+        NodeReleased {
+            job, attempt, node, ..
+        } => reports::node_released(state, job, attempt, &node, now),
+        ReportCheckpoint {
+            job,
+            attempt,
+            step,
+            path,
+            ..
+        } => reports::checkpoint(state, job, attempt, step, path, now),
+        RegisterNode {
+            node,
+            cpus,
+            memory_mb,
+            gpus,
+            running,
+            agent_version,
+            boot_id,
+            ..
+        } => {
+            let hardware = nodes::ReportedHardware {
+                cpus,
+                memory_mb,
+                gpus,
+            };
+            nodes::register(
+                state,
+                &node,
+                hardware,
+                &running,
+                agent_version,
+                boot_id,
+                now,
+            )
+        }
+        NodeDown {
+            node, reason, by, ..
+        } => nodes::node_down(state, &node, reason, &by, now),
+        DrainNode {
+            node, reason, by, ..
+        } => nodes::drain_node(state, &node, reason, &by, now),
+        ResumeNode { node, by } => nodes::resume_node(state, &node, &by),
+        GpuFailed {
+            node,
+            gpu,
+            xid,
+            reason,
+            ..
+        } => nodes::gpu_failed(state, &node, gpu, xid, reason, now),
+        DrainGpu {
+            node,
+            gpu,
+            reason,
+            by,
+            ..
+        } => nodes::drain_gpu(state, &node, gpu, reason, &by, now),
+        ResumeGpu { node, gpu, by } => nodes::resume_gpu(state, &node, gpu, &by),
+        SetConfig { config, by } => admin::set_config(state, config, &by),
+        DefineNodes { nodes, by, .. } => admin::define_nodes(state, nodes, &by, now),
+        RemoveNode { node, by } => admin::remove_node(state, &node, &by),
+        SetPartition { partition, by } => admin::set_partition(state, partition, &by),
+        RemovePartition { name, by } => admin::remove_partition(state, &name, &by),
+        SetAccount { account, by } => admin::set_account(state, account, &by),
+        RemoveAccount { name, by } => admin::remove_account(state, &name, &by),
+        SetUser { user, by } => admin::set_user(state, user, &by),
+        RemoveUser { name, by } => admin::remove_user(state, &name, &by),
+        SetQos { qos, by } => admin::set_qos(state, qos, &by),
+        RemoveQos { name, by } => admin::remove_qos(state, &name, &by),
+        SetTopology { topology, by } => admin::set_topology(state, topology, &by),
+        SetReservation { reservation, by } => admin::set_reservation(state, reservation, &by),
+        DeleteReservation { name, by } => admin::delete_reservation(state, &name, &by),
+    }
+}
+
+/// The job, or `UnknownJob`.
+fn job_of(state: &ClusterState, id: JobId) -> Result<&Job, Rejection> {
+    state.jobs.get(&id).ok_or(Rejection::UnknownJob(id))
+}
+
+fn require_admin(by: &Actor, action: &str) -> Result<(), Rejection> {
+    if by.is_admin() {
+        Ok(())
+    } else {
+        Err(Rejection::PermissionDenied(format!(
+            "{action} needs the admin role; user '{}' does not have it",
+            by.user
+        )))
+    }
+}
+
+fn require_operator(by: &Actor, action: &str) -> Result<(), Rejection> {
+    if by.is_operator() {
+        Ok(())
+    } else {
+        Err(Rejection::PermissionDenied(format!(
+            "{action} needs the operator role; user '{}' does not have it",
+            by.user
+        )))
+    }
+}
+
+fn require_owner_or_operator(job: &Job, by: &Actor, action: &str) -> Result<(), Rejection> {
+    if job.spec.user == by.user || by.is_operator() {
+        Ok(())
+    } else {
+        Err(Rejection::PermissionDenied(format!(
+            "user '{}' may not {action} job {} of user '{}'; only its owner or an operator may",
+            by.user, job.id, job.spec.user
+        )))
+    }
+}

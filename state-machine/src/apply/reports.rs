@@ -1,0 +1,149 @@
+//! Reports from node agents: attempt started, batch script exited, node released,
+//! checkpoint committed. Every report names its attempt; a report for any attempt
+//! but the job's newest is rejected as stale.
+
+use super::job_of;
+use super::lifecycle::{begin_ending, release_node};
+use crate::command::Outcome;
+use crate::ids::{AttemptNumber, JobId};
+use crate::job::{Attempt, Checkpoint, EndCause, ExitStatus, Job};
+use crate::rejection::Rejection;
+use crate::state::ClusterState;
+use crate::time::Timestamp;
+
+/// The job's newest attempt if it is `attempt`, else `StaleAttempt`.
+fn newest_attempt(job: &Job, attempt: AttemptNumber) -> Result<&Attempt, Rejection> {
+    match job.current_attempt() {
+        Some(a) if a.number == attempt => Ok(a),
+        other => Err(Rejection::StaleAttempt {
+            job: job.id,
+            got: attempt,
+            live: other.filter(|a| a.is_live()).map(|a| a.number),
+        }),
+    }
+}
+
+/// The job's live attempt if it is `attempt` and includes `node`.
+fn live_attempt_on<'j>(
+    job: &'j Job,
+    attempt: AttemptNumber,
+    node: &str,
+) -> Result<&'j Attempt, Rejection> {
+    let found = newest_attempt(job, attempt)?;
+    if !found.is_live() {
+        return Err(Rejection::StaleAttempt {
+            job: job.id,
+            got: attempt,
+            live: None,
+        });
+    }
+    if !found.allocation.iter().any(|a| a.node == node) {
+        return Err(Rejection::NotInAllocation {
+            job: job.id,
+            attempt,
+            node: node.to_string(),
+        });
+    }
+    Ok(found)
+}
+
+pub(super) fn attempt_started(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    node: &str,
+) -> Result<Outcome, Rejection> {
+    live_attempt_on(job_of(state, id)?, attempt, node)?;
+    if let Some(a) = state.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
+        a.started_on.insert(node.to_string());
+    }
+    Ok(Outcome::Done)
+}
+
+pub(super) fn batch_exited(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    node: &str,
+    status: ExitStatus,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    let found = live_attempt_on(job_of(state, id)?, attempt, node)?;
+    if found.batch_host() != Some(node) {
+        return Err(Rejection::InvalidRequest(format!(
+            "node '{node}' is not the batch host of job {id} attempt {attempt}"
+        )));
+    }
+    let ending = found.ending.is_some();
+    if let Some(a) = state.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
+        a.batch_exit = Some(status);
+    }
+    if ending {
+        release_node(state, id, node);
+    } else {
+        begin_ending(state, id, EndCause::Exited(status), &[node], now);
+    }
+    Ok(Outcome::Jobs(vec![id]))
+}
+
+pub(super) fn node_released(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    node: &str,
+    _now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    let job = job_of(state, id)?;
+    let found = live_attempt_on(job, attempt, node)?;
+    if found.ending.is_none() {
+        return Err(Rejection::WrongJobState {
+            job: id,
+            state: job.state.slurm_name(),
+            action: "release a node",
+            needed: "COMPLETING",
+        });
+    }
+    release_node(state, id, node);
+    Ok(Outcome::Jobs(vec![id]))
+}
+
+pub(super) fn checkpoint(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    step: u64,
+    path: String,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    let job = job_of(state, id)?;
+    newest_attempt(job, attempt)?;
+    if path.is_empty() {
+        return Err(Rejection::InvalidRequest(
+            "a checkpoint needs a path".into(),
+        ));
+    }
+    if let Some(last) = &job.last_checkpoint {
+        if step == last.step && path == last.path {
+            return Ok(Outcome::Done);
+        }
+        if step <= last.step {
+            return Err(Rejection::InvalidRequest(format!(
+                "checkpoint step {step} is not newer than the committed step {} ({})",
+                last.step, last.path
+            )));
+        }
+    }
+    let checkpoint = Checkpoint {
+        attempt,
+        step,
+        path,
+        at: now,
+    };
+    if let Some(job) = state.jobs.get_mut(&id) {
+        if let Some(a) = job.attempts.last_mut() {
+            a.checkpoint = Some(checkpoint.clone());
+        }
+        job.last_checkpoint = Some(checkpoint);
+    }
+    Ok(Outcome::Done)
+}

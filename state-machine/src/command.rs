@@ -1,0 +1,396 @@
+//! Every change to the cluster state is a [`Command`]; this is what the Raft log
+//! carries. Commands that need time carry the leader's timestamp.
+
+use serde::{Deserialize, Serialize};
+
+use crate::account::{Account, User};
+use crate::config::ClusterConfig;
+use crate::ids::{Actor, AttemptNumber, JobId};
+use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
+use crate::node::NodeDefinition;
+use crate::partition::Partition;
+use crate::qos::Qos;
+use crate::reservation::Reservation;
+use crate::slurm::signal::Signal;
+use crate::time::Timestamp;
+use crate::topology::Topology;
+
+/// Which jobs a cancel applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CancelTarget {
+    /// One job, or every task of an array when the id is an array's id.
+    Job(JobId),
+    /// One task of an array (`123_4`).
+    ArrayTask {
+        /// The array's id.
+        array_job_id: JobId,
+        /// The task index.
+        task_id: u32,
+    },
+    /// Every unfinished job of a user (`scancel -u`).
+    User(String),
+}
+
+/// One gang placement proposed by the scheduler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedAllocation {
+    /// The job.
+    pub job: JobId,
+    /// The attempt number it will run as (the job's next).
+    pub attempt: AttemptNumber,
+    /// Every node of the gang, batch host first.
+    pub nodes: Vec<NodeAllocation>,
+}
+
+/// One preemption proposed by the scheduler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedPreemption {
+    /// The victim.
+    pub job: JobId,
+    /// The victim's running attempt.
+    pub attempt: AttemptNumber,
+    /// Signal to send first.
+    pub signal: Signal,
+    /// Seconds between the signal and the kill.
+    pub grace_seconds: u64,
+    /// The job that needs the resources.
+    pub for_job: JobId,
+}
+
+/// A change to the cluster state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    // ---- jobs -------------------------------------------------------------
+    /// Submit a job (an array becomes one job per task).
+    Submit {
+        /// What was asked; `spec.user` must be the actor.
+        spec: JobSpec,
+        /// The script and environment, stored once for all tasks of an array.
+        batch: BatchScript,
+        /// The authenticated submitter.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Cancel jobs. Pending ones end at once; running ones go to COMPLETING.
+    Cancel {
+        /// Which.
+        target: CancelTarget,
+        /// Who asks.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Hold a pending job.
+    Hold {
+        /// The job.
+        job: JobId,
+        /// Who asks.
+        by: Actor,
+    },
+    /// Release a held job (or one in REQUEUE_HOLD).
+    Release {
+        /// The job.
+        job: JobId,
+        /// Who asks.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Requeue a running job (`scontrol requeue`).
+    Requeue {
+        /// The job.
+        job: JobId,
+        /// Who asks.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// The scheduler's plan: allocations and preemptions, re-checked entry by entry.
+    ApplyPlan {
+        /// Gangs to start.
+        allocations: Vec<PlannedAllocation>,
+        /// Jobs to preempt.
+        preemptions: Vec<PlannedPreemption>,
+        /// Pending reasons that changed since the last plan.
+        reasons: Vec<(JobId, PendingReason)>,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Leader's clock tick: charges usage, decays it, and ends attempts past their
+    /// time limit or preemption grace.
+    Tick {
+        /// Leader time.
+        at: Timestamp,
+    },
+
+    // ---- agent reports ----------------------------------------------------
+    /// An agent started the attempt's processes on its node.
+    AttemptStarted {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The reporting node.
+        node: String,
+        /// Leader time when the report arrived.
+        at: Timestamp,
+    },
+    /// The batch script exited (reported by the batch host, which also confirms its
+    /// own cleanup).
+    BatchExited {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The reporting node (must be the batch host).
+        node: String,
+        /// How the script ended.
+        status: ExitStatus,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// A node confirms that every process of the ending attempt is gone.
+    NodeReleased {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The reporting node.
+        node: String,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// A job committed a checkpoint.
+    ReportCheckpoint {
+        /// The job.
+        job: JobId,
+        /// The attempt that wrote it.
+        attempt: AttemptNumber,
+        /// Training step.
+        step: u64,
+        /// Where it is.
+        path: String,
+        /// Leader time.
+        at: Timestamp,
+    },
+
+    // ---- nodes ------------------------------------------------------------
+    /// An agent (re)registered. Attempts placed on the node that the agent does not
+    /// list as running have lost their processes there.
+    RegisterNode {
+        /// The node.
+        node: String,
+        /// CPUs the agent found.
+        cpus: u32,
+        /// Memory the agent found, MiB.
+        memory_mb: u64,
+        /// GPUs the agent found: (index, type).
+        gpus: Vec<(u32, String)>,
+        /// Attempts the agent is still running.
+        running: Vec<(JobId, AttemptNumber)>,
+        /// Agent version.
+        agent_version: String,
+        /// Changes on every agent start.
+        boot_id: String,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// The leader (lease expired) or an operator declares a node down; its attempts end.
+    NodeDown {
+        /// The node.
+        node: String,
+        /// Why.
+        reason: String,
+        /// Who (the leader acts as `corral`).
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Drain a node: no new work; running work finishes.
+    DrainNode {
+        /// The node.
+        node: String,
+        /// Why.
+        reason: String,
+        /// Who.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Clear a node's drain.
+    ResumeNode {
+        /// The node.
+        node: String,
+        /// Who.
+        by: Actor,
+    },
+    /// An agent reports a GPU fault (e.g. a critical XID); the GPU is drained and the
+    /// attempt using it ends and is requeued.
+    GpuFailed {
+        /// The node.
+        node: String,
+        /// GPU index.
+        gpu: u32,
+        /// The XID, if any.
+        xid: Option<u32>,
+        /// What the agent saw.
+        reason: String,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Take one GPU out of service.
+    DrainGpu {
+        /// The node.
+        node: String,
+        /// GPU index.
+        gpu: u32,
+        /// Why.
+        reason: String,
+        /// Who.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Return a GPU to service, marking it healthy.
+    ResumeGpu {
+        /// The node.
+        node: String,
+        /// GPU index.
+        gpu: u32,
+        /// Who.
+        by: Actor,
+    },
+
+    // ---- configuration (admin) ---------------------------------------------
+    /// Replace cluster-wide settings.
+    SetConfig {
+        /// The settings.
+        config: ClusterConfig,
+        /// Who.
+        by: Actor,
+    },
+    /// Add nodes, or change the hardware of nodes without live attempts.
+    DefineNodes {
+        /// The nodes.
+        nodes: Vec<NodeDefinition>,
+        /// Who.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Remove a node with no live attempts and no partition listing it.
+    RemoveNode {
+        /// The node.
+        node: String,
+        /// Who.
+        by: Actor,
+    },
+    /// Add or replace a partition.
+    SetPartition {
+        /// The partition.
+        partition: Partition,
+        /// Who.
+        by: Actor,
+    },
+    /// Remove a partition with no unfinished jobs.
+    RemovePartition {
+        /// The name.
+        name: String,
+        /// Who.
+        by: Actor,
+    },
+    /// Add or replace an account.
+    SetAccount {
+        /// The account.
+        account: Account,
+        /// Who.
+        by: Actor,
+    },
+    /// Remove an account with no children, users or unfinished jobs.
+    RemoveAccount {
+        /// The name.
+        name: String,
+        /// Who.
+        by: Actor,
+    },
+    /// Add or replace a user.
+    SetUser {
+        /// The user.
+        user: User,
+        /// Who.
+        by: Actor,
+    },
+    /// Remove a user with no unfinished jobs.
+    RemoveUser {
+        /// The name.
+        name: String,
+        /// Who.
+        by: Actor,
+    },
+    /// Add or replace a QOS.
+    SetQos {
+        /// The QOS.
+        qos: Qos,
+        /// Who.
+        by: Actor,
+    },
+    /// Remove a QOS no unfinished job uses.
+    RemoveQos {
+        /// The name.
+        name: String,
+        /// Who.
+        by: Actor,
+    },
+    /// Replace the topology.
+    SetTopology {
+        /// The topology.
+        topology: Topology,
+        /// Who.
+        by: Actor,
+    },
+    /// Create or replace a reservation.
+    SetReservation {
+        /// The reservation.
+        reservation: Reservation,
+        /// Who.
+        by: Actor,
+    },
+    /// Delete a reservation.
+    DeleteReservation {
+        /// The name.
+        name: String,
+        /// Who.
+        by: Actor,
+    },
+}
+
+/// What an accepted command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Accepted; nothing more to say.
+    Done,
+    /// Jobs were created: `count` consecutive ids from `first`.
+    Submitted {
+        /// The first id (the array's id for arrays).
+        first: JobId,
+        /// How many.
+        count: u32,
+    },
+    /// These jobs changed state (cancelled, ending, requeued, released).
+    Jobs(Vec<JobId>),
+    /// A plan was applied entry by entry.
+    Plan(PlanOutcome),
+}
+
+/// The result of applying a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanOutcome {
+    /// Allocations that started.
+    pub started: Vec<JobId>,
+    /// Preemptions that began.
+    pub preempting: Vec<JobId>,
+    /// Entries refused because state moved on; the scheduler plans them again.
+    pub rejected: Vec<(JobId, String)>,
+}

@@ -1,0 +1,93 @@
+//! The versioned snapshot encoding: a magic tag, a format version, the body length,
+//! the postcard-encoded state and a SHA-256 of the body. Decoding checks all of
+//! them, so a truncated or corrupted snapshot is refused, never half-loaded.
+
+use sha2::{Digest, Sha256};
+
+use crate::state::ClusterState;
+
+/// First bytes of every snapshot.
+pub const MAGIC: &[u8; 8] = b"CORRALSS";
+/// The format this build writes. Older versions are migrated on read once they exist.
+pub const FORMAT_VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 8;
+const CHECKSUM_LEN: usize = 32;
+
+/// Why a snapshot could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// Not a corral snapshot.
+    #[error("not a corral snapshot (bad magic); was the file written by another program?")]
+    BadMagic,
+    /// Written by a newer corral.
+    #[error(
+        "snapshot format {found} is newer than this build understands ({FORMAT_VERSION}); upgrade corral"
+    )]
+    UnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// Shorter or longer than its header says.
+    #[error(
+        "snapshot is truncated or has trailing bytes: header says {expected} body bytes, found {found}"
+    )]
+    BadLength {
+        /// Body bytes the header promises.
+        expected: u64,
+        /// Bytes present.
+        found: u64,
+    },
+    /// Checksum mismatch.
+    #[error(
+        "snapshot checksum mismatch: the data is corrupted; install a snapshot from another replica"
+    )]
+    BadChecksum,
+    /// The body does not decode.
+    #[error("snapshot body does not decode: {0}")]
+    Decode(String),
+    /// The state could not be encoded.
+    #[error("state does not encode: {0}")]
+    Encode(String),
+}
+
+/// Encodes `state` as a snapshot.
+pub fn encode(state: &ClusterState) -> Result<Vec<u8>, SnapshotError> {
+    let body = postcard::to_stdvec(state).map_err(|e| SnapshotError::Encode(e.to_string()))?;
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&Sha256::digest(&body));
+    Ok(out)
+}
+
+/// Decodes a snapshot written by [`encode`].
+pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
+    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u32::from_le_bytes(
+        bytes[8..12]
+            .try_into()
+            .map_err(|_| SnapshotError::BadMagic)?,
+    );
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion { found: version });
+    }
+    let expected = u64::from_le_bytes(
+        bytes[12..20]
+            .try_into()
+            .map_err(|_| SnapshotError::BadMagic)?,
+    );
+    let rest = &bytes[HEADER_LEN..];
+    let found = rest.len().saturating_sub(CHECKSUM_LEN) as u64;
+    if rest.len() < CHECKSUM_LEN || found != expected {
+        return Err(SnapshotError::BadLength { expected, found });
+    }
+    let (body, checksum) = rest.split_at(rest.len() - CHECKSUM_LEN);
+    if Sha256::digest(body).as_slice() != checksum {
+        return Err(SnapshotError::BadChecksum);
+    }
+    postcard::from_bytes(body).map_err(|e| SnapshotError::Decode(e.to_string()))
+}

@@ -1,0 +1,149 @@
+//! [`ClusterState`]: every replicated table, read-only accessors, and `apply`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::account::{Account, ROOT_ACCOUNT, User};
+use crate::accounting::Accounting;
+use crate::command::{Command, Outcome};
+use crate::config::ClusterConfig;
+use crate::ids::JobId;
+use crate::job::{BatchScript, Job};
+use crate::node::Node;
+use crate::partition::Partition;
+use crate::qos::Qos;
+use crate::rejection::Rejection;
+use crate::reservation::Reservation;
+use crate::time::Timestamp;
+use crate::topology::Topology;
+
+/// The whole replicated cluster state. Feed every replica the same commands in the
+/// same order and they hold the same bytes (see [`crate::digest`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub(crate) config: ClusterConfig,
+    /// The latest leader time seen; command times are clamped up to it.
+    pub(crate) clock: Timestamp,
+    pub(crate) next_job_id: u64,
+    pub(crate) nodes: BTreeMap<String, Node>,
+    pub(crate) partitions: BTreeMap<String, Partition>,
+    pub(crate) accounts: BTreeMap<String, Account>,
+    pub(crate) users: BTreeMap<String, User>,
+    pub(crate) qos: BTreeMap<String, Qos>,
+    pub(crate) topology: Topology,
+    pub(crate) reservations: BTreeMap<String, Reservation>,
+    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) scripts: BTreeMap<JobId, BatchScript>,
+    /// Index: jobs in PENDING or REQUEUE_HOLD.
+    pub(crate) queued: BTreeSet<JobId>,
+    /// Index: jobs in RUNNING or COMPLETING.
+    pub(crate) active: BTreeSet<JobId>,
+    pub(crate) accounting: Accounting,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self::new(ClusterConfig::default())
+    }
+}
+
+impl ClusterState {
+    /// An empty cluster with `config` and the root account.
+    pub fn new(config: ClusterConfig) -> Self {
+        let root = Account {
+            name: ROOT_ACCOUNT.into(),
+            parent: None,
+            shares: 1,
+            default_qos: None,
+            description: "the top of the account tree".into(),
+        };
+        ClusterState {
+            config,
+            clock: Timestamp::default(),
+            next_job_id: 1,
+            nodes: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            accounts: BTreeMap::from([(ROOT_ACCOUNT.to_string(), root)]),
+            users: BTreeMap::new(),
+            qos: BTreeMap::new(),
+            topology: Topology::default(),
+            reservations: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            scripts: BTreeMap::new(),
+            queued: BTreeSet::new(),
+            active: BTreeSet::new(),
+            accounting: Accounting::default(),
+        }
+    }
+
+    /// Applies one command. On `Err` the state is exactly as before.
+    pub fn apply(&mut self, command: Command) -> Result<Outcome, Rejection> {
+        crate::apply::apply(self, command)
+    }
+
+    /// Cluster-wide settings.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+    /// The latest leader time applied.
+    pub fn clock(&self) -> Timestamp {
+        self.clock
+    }
+    /// The id the next submitted job gets.
+    pub fn next_job_id(&self) -> JobId {
+        JobId(self.next_job_id)
+    }
+    /// Nodes by name.
+    pub fn nodes(&self) -> &BTreeMap<String, Node> {
+        &self.nodes
+    }
+    /// Partitions by name.
+    pub fn partitions(&self) -> &BTreeMap<String, Partition> {
+        &self.partitions
+    }
+    /// Accounts by name.
+    pub fn accounts(&self) -> &BTreeMap<String, Account> {
+        &self.accounts
+    }
+    /// Users by name.
+    pub fn users(&self) -> &BTreeMap<String, User> {
+        &self.users
+    }
+    /// QOS by name.
+    pub fn qos(&self) -> &BTreeMap<String, Qos> {
+        &self.qos
+    }
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+    /// Reservations by name.
+    pub fn reservations(&self) -> &BTreeMap<String, Reservation> {
+        &self.reservations
+    }
+    /// Every job, finished ones included.
+    pub fn jobs(&self) -> &BTreeMap<JobId, Job> {
+        &self.jobs
+    }
+    /// One job.
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+    /// The batch script of a job.
+    pub fn script_of(&self, job: &Job) -> Option<&BatchScript> {
+        self.scripts.get(&job.script_id)
+    }
+    /// Jobs in PENDING or REQUEUE_HOLD, by id.
+    pub fn queued_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.queued.iter().filter_map(|id| self.jobs.get(id))
+    }
+    /// Jobs in RUNNING or COMPLETING, by id.
+    pub fn active_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.active.iter().filter_map(|id| self.jobs.get(id))
+    }
+    /// Usage tables.
+    pub fn accounting(&self) -> &Accounting {
+        &self.accounting
+    }
+}
