@@ -145,7 +145,8 @@ pub(super) fn release(
 ) -> Result<Outcome, Rejection> {
     let job = job_of(state, id)?;
     require_owner_or_operator(job, by, "release")?;
-    let held = job.hold.is_some() || job.state == JobState::RequeueHold;
+    let held = (job.state == JobState::Pending && job.hold.is_some())
+        || job.state == JobState::RequeueHold;
     if !held {
         return Err(Rejection::WrongJobState {
             job: id,

@@ -246,6 +246,7 @@ pub(super) fn end_queued(
     };
     job.state = final_state;
     job.reason = PendingReason::None;
+    job.hold = None;
     job.ended_at = Some(at);
     state.queued.remove(&job_id);
 }

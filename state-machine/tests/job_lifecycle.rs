@@ -1,0 +1,537 @@
+//! Scenario tests: a job's path from submission through attempts, failures,
+//! requeues and checkpoints, as the leader and agents drive it.
+
+mod support;
+
+use corral_state::command::{CancelTarget, Command, Outcome, PlannedPreemption};
+use corral_state::job::{EndCause, JobState, PendingReason};
+use corral_state::node::NodeStateView;
+use corral_state::slurm::signal::Signal;
+use corral_state::{Actor, Rejection, Role};
+use support::*;
+
+#[test]
+fn a_job_runs_to_completion_and_is_charged() {
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 4), at(10));
+    assert_eq!(s.job(id).unwrap().state, JobState::Pending);
+    let nodes = start(&mut s, id, at(20));
+    assert_eq!(s.job(id).unwrap().state, JobState::Running);
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: id,
+            attempt: 1,
+            node: nodes[0].clone(),
+            status: exit(0),
+            at: at(120),
+        },
+    );
+    // The batch host released itself; the second node must confirm.
+    assert_eq!(s.job(id).unwrap().state, JobState::Completing);
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[1].clone(),
+            at: at(121),
+        },
+    );
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    assert_eq!(job.ended_at, Some(at(120)));
+    // 8 GPUs for 100 s.
+    assert_eq!(s.accounting().by_user["alice"].gpu_ms, 8 * 100_000);
+    assert_eq!(s.accounting().by_account["ml"].gpu_ms, 8 * 100_000);
+    assert!(
+        s.nodes()
+            .values()
+            .all(|n| n.state_view() == NodeStateView::Idle)
+    );
+    check_invariants(&s);
+}
+
+#[test]
+fn non_zero_exit_fails_the_job() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 1), at(1));
+    let nodes = start(&mut s, id, at(2));
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: id,
+            attempt: 1,
+            node: nodes[0].clone(),
+            status: exit(3),
+            at: at(5),
+        },
+    );
+    assert_eq!(s.job(id).unwrap().state, JobState::Failed);
+    check_invariants(&s);
+}
+
+#[test]
+fn node_failure_requeues_the_gang_as_a_new_attempt_that_resumes_from_its_checkpoint() {
+    let mut s = cluster(3, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(10));
+    ok(
+        &mut s,
+        Command::ReportCheckpoint {
+            job: id,
+            attempt: 1,
+            step: 500,
+            path: "/ckpt/500".into(),
+            at: at(50),
+        },
+    );
+    let down = ok(
+        &mut s,
+        Command::NodeDown {
+            node: nodes[1].clone(),
+            reason: "lease expired".into(),
+            by: admin(),
+            at: at(60),
+        },
+    );
+    assert_eq!(down, Outcome::Jobs(vec![id]));
+    // The surviving rank must be killed and confirm before the GPUs are reused.
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Completing);
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[0].clone(),
+            at: at(61),
+        },
+    );
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.requeue_count, 1);
+    let first = &job.attempts[0];
+    assert_eq!(first.end.as_ref().unwrap().state, JobState::Requeued);
+    assert!(matches!(
+        first.end.as_ref().unwrap().cause,
+        EndCause::NodeFailure { .. }
+    ));
+    assert_eq!(job.last_checkpoint.as_ref().unwrap().path, "/ckpt/500");
+    // The second attempt avoids the down node.
+    let nodes2 = start(&mut s, id, at(70));
+    assert!(!nodes2.contains(&nodes[1]));
+    assert_eq!(s.job(id).unwrap().current_attempt().unwrap().number, 2);
+    // Reports from the first attempt are now stale.
+    let stale = s.apply(Command::BatchExited {
+        job: id,
+        attempt: 1,
+        node: nodes[0].clone(),
+        status: exit(0),
+        at: at(80),
+    });
+    assert!(
+        matches!(
+            stale,
+            Err(Rejection::StaleAttempt {
+                got: 1,
+                live: Some(2),
+                ..
+            })
+        ),
+        "{stale:?}"
+    );
+    check_invariants(&s);
+}
+
+#[test]
+fn a_job_that_may_not_be_requeued_ends_in_node_fail() {
+    let mut s = cluster(1, 8);
+    let mut sp = spec("alice", 1, 8);
+    sp.requeue = false;
+    let id = submit(&mut s, sp, at(0));
+    start(&mut s, id, at(1));
+    ok(
+        &mut s,
+        Command::NodeDown {
+            node: "n1".into(),
+            reason: "lease expired".into(),
+            by: admin(),
+            at: at(9),
+        },
+    );
+    assert_eq!(s.job(id).unwrap().state, JobState::NodeFail);
+    check_invariants(&s);
+}
+
+#[test]
+fn an_xid_error_drains_the_gpu_and_requeues_the_job() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 8), at(0));
+    start(&mut s, id, at(1));
+    let out = ok(
+        &mut s,
+        Command::GpuFailed {
+            node: "n1".into(),
+            gpu: 3,
+            xid: Some(79),
+            reason: "GPU has fallen off the bus".into(),
+            at: at(30),
+        },
+    );
+    assert_eq!(out, Outcome::Jobs(vec![id]));
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            at: at(31),
+        },
+    );
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert!(matches!(
+        job.attempts[0].end.as_ref().unwrap().cause,
+        EndCause::GpuFailure {
+            xid: Some(79),
+            gpu: 3,
+            ..
+        }
+    ));
+    let gpu = &s.nodes()["n1"].gpus[3];
+    assert!(gpu.drain.as_ref().unwrap().reason.contains("XID 79"));
+    // Only 7 healthy GPUs remain: the 8-GPU job no longer fits, a 7-GPU one does.
+    assert!(first_fit(&s, id).is_none());
+    let small = submit(&mut s, spec("bob", 1, 7), at(40));
+    start(&mut s, small, at(41));
+    check_invariants(&s);
+}
+
+#[test]
+fn cancel_pending_and_running_jobs() {
+    let mut s = cluster(1, 8);
+    let pending = submit(&mut s, spec("alice", 1, 8), at(0));
+    let running = submit(&mut s, spec("alice", 1, 8), at(0));
+    // Start the second job first so the first stays pending.
+    let planned = first_fit(&s, running).unwrap();
+    ok(
+        &mut s,
+        Command::ApplyPlan {
+            allocations: vec![planned],
+            preemptions: vec![],
+            reasons: vec![(pending, PendingReason::Resources)],
+            at: at(1),
+        },
+    );
+    assert_eq!(s.job(pending).unwrap().reason, PendingReason::Resources);
+
+    let denied = s.apply(Command::Cancel {
+        target: CancelTarget::Job(running),
+        by: user("bob"),
+        at: at(2),
+    });
+    assert!(
+        matches!(denied, Err(Rejection::PermissionDenied(_))),
+        "{denied:?}"
+    );
+
+    ok(
+        &mut s,
+        Command::Cancel {
+            target: CancelTarget::User("alice".into()),
+            by: user("alice"),
+            at: at(3),
+        },
+    );
+    assert_eq!(s.job(pending).unwrap().state, JobState::Cancelled);
+    assert_eq!(s.job(running).unwrap().state, JobState::Completing);
+    // The script dies of the kill; its exit confirms the batch host.
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: running,
+            attempt: 1,
+            node: "n1".into(),
+            status: corral_state::job::ExitStatus {
+                code: 0,
+                signal: Some(Signal::TERM),
+            },
+            at: at(4),
+        },
+    );
+    assert_eq!(s.job(running).unwrap().state, JobState::Cancelled);
+    let again = s.apply(Command::Cancel {
+        target: CancelTarget::Job(running),
+        by: user("alice"),
+        at: at(5),
+    });
+    assert!(
+        matches!(again, Err(Rejection::WrongJobState { .. })),
+        "{again:?}"
+    );
+    check_invariants(&s);
+}
+
+#[test]
+fn time_limit_ends_the_job_on_tick() {
+    let mut s = cluster(1, 8);
+    let mut sp = spec("alice", 1, 1);
+    sp.time_limit = Some(corral_state::slurm::duration::TimeLimit::Seconds(60));
+    let id = submit(&mut s, sp, at(0));
+    start(&mut s, id, at(10));
+    ok(&mut s, Command::Tick { at: at(69) });
+    assert_eq!(s.job(id).unwrap().state, JobState::Running);
+    ok(&mut s, Command::Tick { at: at(70) });
+    assert_eq!(s.job(id).unwrap().state, JobState::Completing);
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            at: at(75),
+        },
+    );
+    assert_eq!(s.job(id).unwrap().state, JobState::Timeout);
+    // Charged for exactly the 60 s it was allowed, not the cleanup.
+    assert_eq!(s.accounting().by_user["alice"].gpu_ms, 60_000);
+    check_invariants(&s);
+}
+
+#[test]
+fn preemption_signals_waits_the_grace_then_requeues() {
+    let mut s = cluster(1, 8);
+    let victim = submit(&mut s, spec("alice", 1, 8), at(0));
+    let urgent = submit(&mut s, spec("bob", 1, 8), at(5));
+    start(&mut s, victim, at(1));
+    let preemption = PlannedPreemption {
+        job: victim,
+        attempt: 1,
+        signal: Signal::USR1,
+        grace_seconds: 120,
+        for_job: urgent,
+    };
+    ok(
+        &mut s,
+        Command::ApplyPlan {
+            allocations: vec![],
+            preemptions: vec![preemption.clone()],
+            reasons: vec![],
+            at: at(10),
+        },
+    );
+    // Still running during the grace period, and a checkpoint written now counts.
+    ok(
+        &mut s,
+        Command::ReportCheckpoint {
+            job: victim,
+            attempt: 1,
+            step: 7,
+            path: "/ckpt/7".into(),
+            at: at(60),
+        },
+    );
+    ok(&mut s, Command::Tick { at: at(100) });
+    assert_eq!(s.job(victim).unwrap().state, JobState::Running);
+    ok(&mut s, Command::Tick { at: at(130) });
+    assert_eq!(s.job(victim).unwrap().state, JobState::Completing);
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: victim,
+            attempt: 1,
+            node: "n1".into(),
+            at: at(131),
+        },
+    );
+    let job = s.job(victim).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.last_checkpoint.as_ref().unwrap().step, 7);
+    start(&mut s, urgent, at(132));
+    // A preemption of an attempt that is no longer live is rejected in the plan.
+    match ok(
+        &mut s,
+        Command::ApplyPlan {
+            allocations: vec![],
+            preemptions: vec![preemption],
+            reasons: vec![],
+            at: at(140),
+        },
+    ) {
+        Outcome::Plan(p) => assert_eq!(p.rejected.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    check_invariants(&s);
+}
+
+#[test]
+fn too_many_requeues_hold_the_job_until_released() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 1), at(0));
+    let max = s.config().max_requeue;
+    for round in 0..=max {
+        let t = 10 * u64::from(round) + 1;
+        start(&mut s, id, at(t));
+        ok(
+            &mut s,
+            Command::Requeue {
+                job: id,
+                by: user("alice"),
+                at: at(t + 1),
+            },
+        );
+        ok(
+            &mut s,
+            Command::NodeReleased {
+                job: id,
+                attempt: round + 1,
+                node: "n1".into(),
+                at: at(t + 2),
+            },
+        );
+    }
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::RequeueHold);
+    assert_eq!(job.reason, PendingReason::JobHoldMaxRequeue);
+    assert!(first_fit(&s, id).is_some_and(|p| {
+        let mut probe = s.clone();
+        let out = probe.apply(Command::ApplyPlan {
+            allocations: vec![p],
+            preemptions: vec![],
+            reasons: vec![],
+            at: at(500),
+        });
+        matches!(out, Ok(Outcome::Plan(ref p)) if p.started.is_empty())
+    }));
+    ok(
+        &mut s,
+        Command::Release {
+            job: id,
+            by: user("alice"),
+            at: at(600),
+        },
+    );
+    start(&mut s, id, at(601));
+    check_invariants(&s);
+}
+
+#[test]
+fn an_agent_restart_that_lost_a_rank_fails_the_job_over() {
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    // n2's agent restarts and no longer runs the attempt.
+    let out = register(&mut s, &nodes[1], 8, &[], at(30));
+    assert_eq!(out, Outcome::Jobs(vec![id]));
+    assert_eq!(s.job(id).unwrap().state, JobState::Completing);
+    // n1's agent re-registers still running it: nothing changes for n1.
+    let out = register(&mut s, &nodes[0], 8, &[(id, 1)], at(31));
+    assert_eq!(out, Outcome::Jobs(vec![]));
+    check_invariants(&s);
+}
+
+#[test]
+fn hold_and_release() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 1), at(0));
+    ok(
+        &mut s,
+        Command::Hold {
+            job: id,
+            by: Actor {
+                user: "ops".into(),
+                role: Role::Operator,
+            },
+        },
+    );
+    assert_eq!(s.job(id).unwrap().reason, PendingReason::JobHeldAdmin);
+    let denied = s.apply(Command::Release {
+        job: id,
+        by: user("alice"),
+        at: at(1),
+    });
+    assert!(matches!(denied, Err(Rejection::PermissionDenied(_))));
+    ok(
+        &mut s,
+        Command::Release {
+            job: id,
+            by: Actor {
+                user: "ops".into(),
+                role: Role::Operator,
+            },
+            at: at(2),
+        },
+    );
+    assert_eq!(s.job(id).unwrap().eligible_since, at(2));
+    start(&mut s, id, at(3));
+}
+
+#[test]
+fn drained_node_shows_draining_then_drained() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 1), at(0));
+    start(&mut s, id, at(1));
+    ok(
+        &mut s,
+        Command::DrainNode {
+            node: "n1".into(),
+            reason: "maintenance".into(),
+            by: admin(),
+            at: at(2),
+        },
+    );
+    assert_eq!(s.nodes()["n1"].state_view(), NodeStateView::Draining);
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            status: exit(0),
+            at: at(3),
+        },
+    );
+    assert_eq!(s.nodes()["n1"].state_view(), NodeStateView::Drained);
+    ok(
+        &mut s,
+        Command::ResumeNode {
+            node: "n1".into(),
+            by: admin(),
+        },
+    );
+    assert_eq!(s.nodes()["n1"].state_view(), NodeStateView::Idle);
+}
+
+#[test]
+fn checkpoints_must_move_forward_and_come_from_the_newest_attempt() {
+    let mut s = cluster(1, 8);
+    let id = submit(&mut s, spec("alice", 1, 1), at(0));
+    start(&mut s, id, at(1));
+    ok(
+        &mut s,
+        Command::ReportCheckpoint {
+            job: id,
+            attempt: 1,
+            step: 10,
+            path: "/c/10".into(),
+            at: at(2),
+        },
+    );
+    let older = s.apply(Command::ReportCheckpoint {
+        job: id,
+        attempt: 1,
+        step: 9,
+        path: "/c/9".into(),
+        at: at(3),
+    });
+    assert!(matches!(older, Err(Rejection::InvalidRequest(_))));
+    let future = s.apply(Command::ReportCheckpoint {
+        job: id,
+        attempt: 2,
+        step: 11,
+        path: "/c/11".into(),
+        at: at(3),
+    });
+    assert!(matches!(future, Err(Rejection::StaleAttempt { .. })));
+}

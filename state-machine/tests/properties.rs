@@ -1,0 +1,486 @@
+//! Property tests over random command sequences: invariants hold after every
+//! command, refused commands change nothing, replicas agree byte for byte,
+//! snapshots round-trip, and stale attempts are refused.
+//!
+//! Operations are generated abstractly and turned into concrete commands against
+//! the current state (so most name real jobs, nodes and attempts), with some
+//! deliberately wrong ones (random GPUs, stale attempts, foreign users) mixed in.
+
+mod support;
+
+use corral_state::command::{CancelTarget, Command, PlannedAllocation, PlannedPreemption};
+use corral_state::job::{ExitStatus, JobState, NodeAllocation};
+use corral_state::slurm::array::ArraySpec;
+use corral_state::slurm::signal::Signal;
+use corral_state::{ClusterState, JobId, Rejection, Timestamp, snapshot};
+use proptest::prelude::*;
+use support::*;
+
+const NODES: u32 = 4;
+const GPUS: u32 = 4;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit {
+        user: u8,
+        nodes: u32,
+        gpus: u32,
+        array: u8,
+        requeue: bool,
+        exclusive: bool,
+    },
+    PlanFirstFit {
+        job: u16,
+    },
+    PlanRandom {
+        job: u16,
+        node: u8,
+        gpus: Vec<u32>,
+        attempt_skew: i8,
+    },
+    Preempt {
+        job: u16,
+        grace: u8,
+    },
+    Started {
+        job: u16,
+        node: u8,
+    },
+    BatchExit {
+        job: u16,
+        code: i8,
+    },
+    Release {
+        job: u16,
+        node: u8,
+    },
+    StaleReport {
+        job: u16,
+    },
+    Checkpoint {
+        job: u16,
+        step: u16,
+    },
+    Cancel {
+        job: u16,
+        user: u8,
+    },
+    Requeue {
+        job: u16,
+    },
+    NodeDown {
+        node: u8,
+    },
+    Register {
+        node: u8,
+        keep_running: bool,
+    },
+    GpuFail {
+        node: u8,
+        gpu: u8,
+    },
+    Drain {
+        node: u8,
+    },
+    Resume {
+        node: u8,
+    },
+    Hold {
+        job: u16,
+    },
+    ReleaseHold {
+        job: u16,
+    },
+    Tick {
+        advance_s: u16,
+        backwards: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..3u8, 1..=2u32, 0..=GPUS + 1, 0..4u8, any::<bool>(), prop::bool::weighted(0.1))
+            .prop_map(|(user, nodes, gpus, array, requeue, exclusive)| Op::Submit { user, nodes, gpus, array, requeue, exclusive }),
+        4 => any::<u16>().prop_map(|job| Op::PlanFirstFit { job }),
+        1 => (any::<u16>(), any::<u8>(), prop::collection::vec(0..GPUS + 1, 0..3), -1..=1i8)
+            .prop_map(|(job, node, gpus, attempt_skew)| Op::PlanRandom { job, node, gpus, attempt_skew }),
+        1 => (any::<u16>(), 0..3u8).prop_map(|(job, grace)| Op::Preempt { job, grace }),
+        3 => (any::<u16>(), any::<u8>()).prop_map(|(job, node)| Op::Started { job, node }),
+        3 => (any::<u16>(), -1..3i8).prop_map(|(job, code)| Op::BatchExit { job, code }),
+        3 => (any::<u16>(), any::<u8>()).prop_map(|(job, node)| Op::Release { job, node }),
+        1 => any::<u16>().prop_map(|job| Op::StaleReport { job }),
+        2 => (any::<u16>(), any::<u16>()).prop_map(|(job, step)| Op::Checkpoint { job, step }),
+        1 => (any::<u16>(), 0..3u8).prop_map(|(job, user)| Op::Cancel { job, user }),
+        1 => any::<u16>().prop_map(|job| Op::Requeue { job }),
+        1 => any::<u8>().prop_map(|node| Op::NodeDown { node }),
+        2 => (any::<u8>(), any::<bool>()).prop_map(|(node, keep_running)| Op::Register { node, keep_running }),
+        1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::GpuFail { node, gpu }),
+        1 => any::<u8>().prop_map(|node| Op::Drain { node }),
+        1 => any::<u8>().prop_map(|node| Op::Resume { node }),
+        1 => any::<u16>().prop_map(|job| Op::Hold { job }),
+        1 => any::<u16>().prop_map(|job| Op::ReleaseHold { job }),
+        3 => (0..600u16, prop::bool::weighted(0.1)).prop_map(|(advance_s, backwards)| Op::Tick { advance_s, backwards }),
+    ]
+}
+
+const USERS: [&str; 3] = ["alice", "bob", "mallory"];
+
+fn pick_job(state: &ClusterState, index: u16) -> Option<JobId> {
+    let count = state.jobs().len();
+    (count > 0).then(|| {
+        *state
+            .jobs()
+            .keys()
+            .nth(index as usize % count)
+            .unwrap_or(&JobId(1))
+    })
+}
+
+fn node_name(index: u8) -> String {
+    format!("n{}", u32::from(index) % NODES + 1)
+}
+
+/// A node of the job's newest attempt, or any node.
+fn attempt_node(state: &ClusterState, job: JobId, index: u8) -> String {
+    let nodes: Vec<String> = state
+        .job(job)
+        .and_then(|j| j.current_attempt())
+        .map(|a| a.allocation.iter().map(|n| n.node.clone()).collect())
+        .unwrap_or_default();
+    if nodes.is_empty() {
+        node_name(index)
+    } else {
+        nodes[index as usize % nodes.len()].clone()
+    }
+}
+
+fn newest_attempt(state: &ClusterState, job: JobId) -> u32 {
+    state
+        .job(job)
+        .and_then(|j| j.current_attempt())
+        .map_or(1, |a| a.number)
+}
+
+/// Turns an abstract operation into a command against the current state.
+fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
+    let now = Timestamp(state.clock().as_ms() + 1000);
+    Some(match op.clone() {
+        Op::Submit {
+            user: u,
+            nodes,
+            gpus,
+            array,
+            requeue,
+            exclusive,
+        } => {
+            let mut sp = spec(USERS[u as usize % 3], nodes, gpus);
+            sp.requeue = requeue;
+            sp.exclusive = exclusive;
+            if array > 1 {
+                sp.array = Some(ArraySpec {
+                    indices: (0..u32::from(array)).collect(),
+                    throttle: None,
+                });
+            }
+            let by = user(USERS[u as usize % 2]);
+            Command::Submit {
+                spec: sp,
+                batch: script(),
+                by,
+                at: now,
+            }
+        }
+        Op::PlanFirstFit { job } => {
+            let planned = first_fit(state, pick_job(state, job)?)?;
+            Command::ApplyPlan {
+                allocations: vec![planned],
+                preemptions: vec![],
+                reasons: vec![],
+                at: now,
+            }
+        }
+        Op::PlanRandom {
+            job,
+            node,
+            gpus,
+            attempt_skew,
+        } => {
+            let id = pick_job(state, job)?;
+            let j = state.job(id)?;
+            let attempt =
+                (i64::from(j.next_attempt_number()) + i64::from(attempt_skew)).max(0) as u32;
+            let nodes = (0..j.resources.nodes)
+                .map(|k| NodeAllocation {
+                    node: node_name(node.wrapping_add(k as u8)),
+                    gpus: gpus.clone(),
+                    cpus: j.resources.cpus_per_node,
+                    memory_mb: 0,
+                })
+                .collect();
+            Command::ApplyPlan {
+                allocations: vec![PlannedAllocation {
+                    job: id,
+                    attempt,
+                    nodes,
+                }],
+                preemptions: vec![],
+                reasons: vec![],
+                at: now,
+            }
+        }
+        Op::Preempt { job, grace } => {
+            let id = pick_job(state, job)?;
+            let preemption = PlannedPreemption {
+                job: id,
+                attempt: newest_attempt(state, id),
+                signal: Signal::USR1,
+                grace_seconds: u64::from(grace),
+                for_job: id,
+            };
+            Command::ApplyPlan {
+                allocations: vec![],
+                preemptions: vec![preemption],
+                reasons: vec![],
+                at: now,
+            }
+        }
+        Op::Started { job, node } => {
+            let id = pick_job(state, job)?;
+            Command::AttemptStarted {
+                job: id,
+                attempt: newest_attempt(state, id),
+                node: attempt_node(state, id, node),
+                at: now,
+            }
+        }
+        Op::BatchExit { job, code } => {
+            let id = pick_job(state, job)?;
+            let status = if code < 0 {
+                ExitStatus {
+                    code: 0,
+                    signal: Some(Signal::KILL),
+                }
+            } else {
+                exit(i32::from(code))
+            };
+            Command::BatchExited {
+                job: id,
+                attempt: newest_attempt(state, id),
+                node: attempt_node(state, id, 0),
+                status,
+                at: now,
+            }
+        }
+        Op::Release { job, node } => {
+            let id = pick_job(state, job)?;
+            Command::NodeReleased {
+                job: id,
+                attempt: newest_attempt(state, id),
+                node: attempt_node(state, id, node),
+                at: now,
+            }
+        }
+        Op::StaleReport { job } => {
+            let id = pick_job(state, job)?;
+            let stale = newest_attempt(state, id).saturating_sub(1);
+            Command::BatchExited {
+                job: id,
+                attempt: stale,
+                node: attempt_node(state, id, 0),
+                status: exit(0),
+                at: now,
+            }
+        }
+        Op::Checkpoint { job, step } => {
+            let id = pick_job(state, job)?;
+            Command::ReportCheckpoint {
+                job: id,
+                attempt: newest_attempt(state, id),
+                step: u64::from(step),
+                path: format!("/ckpt/{step}"),
+                at: now,
+            }
+        }
+        Op::Cancel { job, user: u } => Command::Cancel {
+            target: CancelTarget::Job(pick_job(state, job)?),
+            by: user(USERS[u as usize % 3]),
+            at: now,
+        },
+        Op::Requeue { job } => {
+            let id = pick_job(state, job)?;
+            let owner = state.job(id)?.spec.user.clone();
+            Command::Requeue {
+                job: id,
+                by: user(&owner),
+                at: now,
+            }
+        }
+        Op::NodeDown { node } => Command::NodeDown {
+            node: node_name(node),
+            reason: "lease expired".into(),
+            by: admin(),
+            at: now,
+        },
+        Op::Register { node, keep_running } => {
+            let name = node_name(node);
+            let running = if keep_running {
+                state.nodes()[&name]
+                    .allocations
+                    .iter()
+                    .map(|(job, usage)| (*job, usage.attempt))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Command::RegisterNode {
+                node: name,
+                cpus: 64,
+                memory_mb: 512 * 1024,
+                gpus: (0..GPUS).map(|i| (i, "h100".to_string())).collect(),
+                running,
+                agent_version: "test".into(),
+                boot_id: "b".into(),
+                at: now,
+            }
+        }
+        Op::GpuFail { node, gpu } => Command::GpuFailed {
+            node: node_name(node),
+            gpu: u32::from(gpu),
+            xid: Some(79),
+            reason: "fell off the bus".into(),
+            at: now,
+        },
+        Op::Drain { node } => Command::DrainNode {
+            node: node_name(node),
+            reason: "test".into(),
+            by: admin(),
+            at: now,
+        },
+        Op::Resume { node } => Command::ResumeNode {
+            node: node_name(node),
+            by: admin(),
+        },
+        Op::Hold { job } => {
+            let id = pick_job(state, job)?;
+            let owner = state.job(id)?.spec.user.clone();
+            Command::Hold {
+                job: id,
+                by: user(&owner),
+            }
+        }
+        Op::ReleaseHold { job } => {
+            let id = pick_job(state, job)?;
+            let owner = state.job(id)?.spec.user.clone();
+            Command::Release {
+                job: id,
+                by: user(&owner),
+                at: now,
+            }
+        }
+        Op::Tick {
+            advance_s,
+            backwards,
+        } => {
+            let clock = state.clock().as_ms();
+            let at = if backwards {
+                Timestamp(clock.saturating_sub(5_000))
+            } else {
+                Timestamp(clock + u64::from(advance_s) * 1000)
+            };
+            Command::Tick { at }
+        }
+    })
+}
+
+/// Runs the operations, checking per-command properties, and returns the commands
+/// that were applied (accepted or not) in order.
+fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
+    let mut state = cluster(NODES, GPUS);
+    let mut log = Vec::new();
+    for op in ops {
+        let Some(command) = to_command(&state, op) else {
+            continue;
+        };
+        let before = state.clone();
+        let result = state.apply(command.clone());
+        match &result {
+            Err(_) => assert_eq!(state, before, "refused {command:?} changed the state"),
+            Ok(_) => check_invariants(&state),
+        }
+        if let Op::StaleReport { .. } = op
+            && let Command::BatchExited { job, attempt, .. } = &command
+        {
+            let newest = newest_attempt(&before, *job);
+            if *attempt < newest
+                || before
+                    .job(*job)
+                    .is_some_and(|j| j.current_attempt().is_none())
+            {
+                assert!(
+                    matches!(result, Err(Rejection::StaleAttempt { .. })),
+                    "stale report for attempt {attempt} (newest {newest}) gave {result:?}"
+                );
+            }
+        }
+        assert!(state.clock() >= before.clock(), "clock ran backwards");
+        log.push(command);
+    }
+    (state, log)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, max_shrink_iters: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_and_replicas_agree(ops in prop::collection::vec(op(), 1..120)) {
+        let (state, log) = run(&ops);
+        // A second replica fed the same commands holds the same bytes.
+        let mut replica = cluster(NODES, GPUS);
+        for command in log {
+            let _ = replica.apply(command);
+        }
+        prop_assert_eq!(replica.digest(), state.digest());
+        // A snapshot round-trips to the same digest.
+        let bytes = snapshot::encode(&state).expect("encodes");
+        let restored = snapshot::decode(&bytes).expect("decodes");
+        prop_assert_eq!(restored.digest(), state.digest());
+    }
+
+    #[test]
+    fn every_job_is_in_exactly_one_state_and_usage_never_negative(ops in prop::collection::vec(op(), 1..150)) {
+        let (state, _) = run(&ops);
+        let queued = state.queued_jobs().count();
+        let active = state.active_jobs().count();
+        let finished = state.jobs().values().filter(|j| j.state.is_terminal()).count();
+        prop_assert_eq!(queued + active + finished, state.jobs().len());
+        prop_assert!(state.jobs().values().all(|j| j.state != JobState::Requeued));
+    }
+}
+
+#[test]
+fn corrupted_snapshots_are_refused() {
+    let state = cluster(2, 2);
+    let bytes = snapshot::encode(&state).unwrap();
+    assert_eq!(snapshot::decode(&bytes).unwrap(), state);
+    let mut flipped = bytes.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x40;
+    assert_eq!(
+        snapshot::decode(&flipped),
+        Err(snapshot::SnapshotError::BadChecksum)
+    );
+    assert!(matches!(
+        snapshot::decode(&bytes[..bytes.len() - 1]),
+        Err(snapshot::SnapshotError::BadLength { .. })
+    ));
+    assert_eq!(
+        snapshot::decode(b"not a snapshot at all"),
+        Err(snapshot::SnapshotError::BadMagic)
+    );
+    let mut newer = bytes;
+    newer[8] = 9;
+    assert_eq!(
+        snapshot::decode(&newer),
+        Err(snapshot::SnapshotError::UnsupportedVersion { found: 9 })
+    );
+}
