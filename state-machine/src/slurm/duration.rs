@@ -19,12 +19,15 @@ const SECS_PER_HOUR: u64 = 60 * SECS_PER_MINUTE;
 const SECS_PER_DAY: u64 = 24 * SECS_PER_HOUR;
 
 /// A job or partition time limit.
+///
+/// Ordered so that every finite limit is below `Unlimited` (variant order matters
+/// for the derived `Ord`): `limit > partition.max_time` means "too long".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TimeLimit {
-    /// No limit (`UNLIMITED`, `INFINITE`, or `0` as Slurm reads it).
-    Unlimited,
     /// A limit in whole seconds, always greater than zero.
     Seconds(u64),
+    /// No limit (`UNLIMITED`, `INFINITE`, or `0` as Slurm reads it).
+    Unlimited,
 }
 
 /// Parses a time limit as `sbatch --time` does.
@@ -204,6 +207,12 @@ pub fn format_elapsed(seconds: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unlimited_is_longer_than_any_finite_limit() {
+        assert!(super::TimeLimit::Unlimited > super::TimeLimit::Seconds(u64::MAX));
+        assert!(super::TimeLimit::Seconds(60) < super::TimeLimit::Seconds(61));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

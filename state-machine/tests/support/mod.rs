@@ -158,7 +158,7 @@ pub fn spec(user: &str, nodes: u32, gpus_per_node: u32) -> JobSpec {
         ntasks_per_node: None,
         cpus_per_task: 1,
         cpus_per_gpu: None,
-        gpus_per_node: (gpus_per_node > 0).then(|| GpuRequest {
+        gpus_per_node: (gpus_per_node > 0).then_some(GpuRequest {
             gpu_type: None,
             count: gpus_per_node,
         }),
