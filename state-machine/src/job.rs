@@ -101,6 +101,8 @@ pub struct JobSpec {
     pub stdout: Option<String>,
     /// `--error` pattern; stdout's file when `None`.
     pub stderr: Option<String>,
+    /// `--input` pattern; `/dev/null` when `None`.
+    pub stdin: Option<String>,
     /// `--nice`.
     pub nice: i32,
     /// `--hold`.

@@ -17,6 +17,7 @@ pub mod digest;
 pub mod ids;
 pub mod invariants;
 pub mod job;
+pub mod job_request;
 pub mod node;
 pub mod partition;
 pub mod qos;

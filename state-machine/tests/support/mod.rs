@@ -175,6 +175,7 @@ pub fn spec(user: &str, nodes: u32, gpus_per_node: u32) -> JobSpec {
         submit_dir: "/home/user".into(),
         stdout: None,
         stderr: None,
+        stdin: None,
         nice: 0,
         hold: false,
         switches: None,

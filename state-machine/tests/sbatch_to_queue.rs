@@ -1,0 +1,170 @@
+//! The whole path from a user's batch script and command line to a queued job:
+//! `#SBATCH` parsing, command-line override, request building, and `Submit`.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use corral_state::command::{Command, Outcome};
+use corral_state::job::{JobState, MemoryRequest};
+use corral_state::job_request::{RequestError, ScriptSource, SubmitContext, build_request};
+use corral_state::slurm::duration::TimeLimit;
+use corral_state::slurm::sbatch::{parse_args, parse_script_directives};
+use corral_state::slurm::signal::Signal;
+use support::*;
+
+const TRAIN_SH: &str = "#!/bin/bash
+#SBATCH --job-name=llama
+#SBATCH --nodes=2
+#SBATCH --gpus-per-node=h100:4
+#SBATCH --ntasks-per-node=4 --cpus-per-task=8
+#SBATCH --time=0-12:00:00
+#SBATCH --output=logs/%x-%j.out
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+#SBATCH --mem=200G
+
+export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)
+#SBATCH --nodes=64
+srun torchrun --nproc_per_node=4 train.py
+";
+
+fn context() -> SubmitContext {
+    SubmitContext {
+        user: "alice".into(),
+        uid: 1000,
+        gid: 1000,
+        submit_host: "login1".into(),
+        cwd: "/home/alice/llama".into(),
+        environment: BTreeMap::from([
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("WANDB_PROJECT".to_string(), "llama".to_string()),
+        ]),
+    }
+}
+
+#[test]
+fn a_training_script_becomes_a_two_node_gang_request() {
+    let directives = parse_script_directives(TRAIN_SH).expect("script parses");
+    // The command line wins over the script.
+    let (cli, rest) = parse_args(&[
+        "-t",
+        "6:00:00",
+        "--export=ALL,STAGE=pretrain",
+        "train.sh",
+        "--lr",
+        "3e-4",
+    ])
+    .expect("args parse");
+    assert_eq!(rest, vec!["train.sh", "--lr", "3e-4"]);
+    let options = directives.overridden_by(cli);
+    let source = ScriptSource::File {
+        path: rest[0].clone(),
+        text: TRAIN_SH.into(),
+        argv: rest[1..].to_vec(),
+    };
+    let (spec, batch) = build_request(options, source, &context()).expect("request builds");
+
+    assert_eq!(spec.name, "llama");
+    assert_eq!(
+        spec.nodes, 2,
+        "the #SBATCH line after the first command is ignored"
+    );
+    assert_eq!(spec.time_limit, Some(TimeLimit::Seconds(6 * 3600)));
+    assert_eq!(spec.memory, MemoryRequest::PerNodeMb(200 * 1024));
+    assert_eq!(
+        spec.signal
+            .as_ref()
+            .map(|s| (s.signal, s.seconds_before, s.batch_only)),
+        Some((Signal::USR1, 300, true))
+    );
+    assert_eq!(spec.workdir, "/home/alice/llama");
+    assert_eq!(batch.argv, vec!["--lr", "3e-4"]);
+    assert_eq!(
+        batch.environment.get("STAGE").map(String::as_str),
+        Some("pretrain")
+    );
+    assert_eq!(
+        batch.environment.get("WANDB_PROJECT").map(String::as_str),
+        Some("llama")
+    );
+
+    let mut s = cluster(3, 8);
+    let out = ok(
+        &mut s,
+        Command::Submit {
+            spec,
+            batch,
+            by: user("alice"),
+            at: at(1),
+        },
+    );
+    let Outcome::Submitted { first, .. } = out else {
+        panic!("{out:?}")
+    };
+    let job = s.job(first).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(
+        (
+            job.resources.nodes,
+            job.resources.gpus_per_node,
+            job.resources.gpu_type.as_deref()
+        ),
+        (2, 4, Some("h100"))
+    );
+    assert_eq!((job.resources.ntasks, job.resources.cpus_per_node), (8, 32));
+    assert_eq!(job.resources.memory_per_node_mb, 200 * 1024);
+    start(&mut s, first, at(2));
+    check_invariants(&s);
+}
+
+#[test]
+fn wrap_builds_a_shell_script_named_wrap() {
+    let (options, rest) = parse_args(&["--wrap=nvidia-smi", "-G", "1"]).expect("args parse");
+    assert!(rest.is_empty());
+    let (spec, batch) = build_request(
+        options.clone(),
+        ScriptSource::Wrap("nvidia-smi".into()),
+        &context(),
+    )
+    .expect("builds");
+    assert_eq!(spec.name, "wrap");
+    assert!(batch.script.starts_with("#!/bin/sh\n") && batch.script.contains("\nnvidia-smi\n"));
+    let both = build_request(
+        options,
+        ScriptSource::File {
+            path: "x.sh".into(),
+            text: "#!/bin/sh\n".into(),
+            argv: vec![],
+        },
+        &context(),
+    );
+    assert!(matches!(both, Err(RequestError::Conflict(_))));
+}
+
+#[test]
+fn conflicting_memory_options_are_refused() {
+    let (options, _) = parse_args(&["--mem=10G", "--mem-per-gpu=5G", "x.sh"]).expect("args parse");
+    let err = build_request(options, ScriptSource::Wrap("true".into()), &context()).unwrap_err();
+    assert!(err.to_string().contains("mutually exclusive"), "{err}");
+}
+
+#[test]
+fn export_none_gives_an_empty_environment_and_a_bad_nodelist_names_its_token() {
+    let (options, _) = parse_args(&["--export=NONE", "-w", "n[1-2]", "x.sh"]).expect("args parse");
+    let (spec, batch) =
+        build_request(options, ScriptSource::Wrap("true".into()), &context()).expect("builds");
+    assert!(batch.environment.is_empty());
+    assert_eq!(spec.required_nodes, vec!["n1", "n2"]);
+    let (options, _) = parse_args(&["-x", "n[3-1]", "x.sh"]).expect("args parse");
+    let err = build_request(options, ScriptSource::Wrap("true".into()), &context()).unwrap_err();
+    assert!(err.to_string().contains("3-1"), "{err}");
+}
+
+#[test]
+fn a_malformed_directive_names_its_line_and_token() {
+    let err =
+        parse_script_directives("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --time=1-25\n").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("line 3") && text.contains("25"), "{text}");
+}
