@@ -1,8 +1,35 @@
-//! corral-bench: the benchmarks (scheduler pass time, Raft throughput, failover), each printing figures with --json.
+//! corral-bench: benchmarks that print figures, human-readable or as one JSON
+//! object with `--json`. Build with `--release`; debug figures mean nothing.
 //!
-//! Not built yet: this binary only says so and exits with status 2.
+//! Subcommands today: `state` (apply cost of the replicated state machine). The
+//! scheduler, Raft and failover benchmarks join as those parts are built.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("corral-bench is not built yet; see ARCHITECTURE.md for what it will own.");
-    std::process::ExitCode::from(2)
+mod figures;
+mod state_bench;
+mod synthetic_cluster;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "corral-bench",
+    about = "corral benchmarks; build with --release"
+)]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Apply cost of the state machine: Submit, ApplyPlan, Tick, exits, digest and
+    /// snapshot on a large synthetic cluster.
+    State(state_bench::StateArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.bench {
+        Bench::State(args) => state_bench::run(&args),
+    }
 }

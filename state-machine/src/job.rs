@@ -121,6 +121,51 @@ pub struct JobSpec {
     pub comment: Option<String>,
 }
 
+impl JobSpec {
+    /// The request sbatch makes with no options: one node, one task, one CPU, no
+    /// GPUs, requeue allowed, everything else left to the cluster's defaults.
+    pub fn sbatch_defaults(name: &str, user: &str, workdir: &str) -> JobSpec {
+        JobSpec {
+            name: name.to_string(),
+            user: user.to_string(),
+            uid: 0,
+            gid: 0,
+            submit_host: String::new(),
+            account: None,
+            partition: None,
+            qos: None,
+            nodes: 1,
+            ntasks: None,
+            ntasks_per_node: None,
+            cpus_per_task: 1,
+            cpus_per_gpu: None,
+            gpus_per_node: None,
+            gpus_total: None,
+            gpus_per_task: None,
+            memory: MemoryRequest::Unspecified,
+            time_limit: None,
+            array: None,
+            dependency: None,
+            requeue: true,
+            signal: None,
+            exclusive: false,
+            workdir: workdir.to_string(),
+            submit_dir: workdir.to_string(),
+            stdout: None,
+            stderr: None,
+            stdin: None,
+            nice: 0,
+            hold: false,
+            switches: None,
+            features: Vec::new(),
+            reservation: None,
+            required_nodes: Vec::new(),
+            excluded_nodes: Vec::new(),
+            comment: None,
+        }
+    }
+}
+
 /// What the cluster will allocate for each attempt, derived from the spec at
 /// submission. The scheduler and the plan applier work from this alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -386,13 +386,17 @@ fn check_feasible(
     resources: &ResourceRequest,
     partition: &Partition,
 ) -> Result<(), Rejection> {
+    // Stop at the first `nodes` candidates: on a large partition most requests fit
+    // within the first few nodes, and this runs on every submission.
+    let needed = resources.nodes as usize;
     let candidates = partition
         .nodes
         .iter()
         .filter_map(|n| state.nodes.get(n))
         .filter(|n| node_can_ever_fit(n, resources))
+        .take(needed)
         .count();
-    if candidates >= resources.nodes as usize {
+    if candidates >= needed {
         return Ok(());
     }
     let largest_gpus = partition

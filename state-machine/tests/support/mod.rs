@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use corral_state::account::{Account, User};
 use corral_state::command::{Command, Outcome, PlannedAllocation};
-use corral_state::job::{BatchScript, ExitStatus, JobSpec, MemoryRequest, NodeAllocation};
+use corral_state::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation};
 use corral_state::node::{GpuDefinition, NodeDefinition};
 use corral_state::partition::{Partition, PreemptMode};
 use corral_state::slurm::duration::TimeLimit;
@@ -144,47 +144,16 @@ pub fn ok(state: &mut ClusterState, command: Command) -> Outcome {
 }
 
 pub fn spec(user: &str, nodes: u32, gpus_per_node: u32) -> JobSpec {
-    JobSpec {
-        name: "train".into(),
-        user: user.into(),
-        uid: 1000,
-        gid: 1000,
-        submit_host: "login1".into(),
-        account: None,
-        partition: None,
-        qos: None,
-        nodes,
-        ntasks: None,
-        ntasks_per_node: None,
-        cpus_per_task: 1,
-        cpus_per_gpu: None,
-        gpus_per_node: (gpus_per_node > 0).then_some(GpuRequest {
-            gpu_type: None,
-            count: gpus_per_node,
-        }),
-        gpus_total: None,
-        gpus_per_task: None,
-        memory: MemoryRequest::Unspecified,
-        time_limit: None,
-        array: None,
-        dependency: None,
-        requeue: true,
-        signal: None,
-        exclusive: false,
-        workdir: "/home/user".into(),
-        submit_dir: "/home/user".into(),
-        stdout: None,
-        stderr: None,
-        stdin: None,
-        nice: 0,
-        hold: false,
-        switches: None,
-        features: Vec::new(),
-        reservation: None,
-        required_nodes: Vec::new(),
-        excluded_nodes: Vec::new(),
-        comment: None,
-    }
+    let mut spec = JobSpec::sbatch_defaults("train", user, "/home/user");
+    spec.uid = 1000;
+    spec.gid = 1000;
+    spec.submit_host = "login1".into();
+    spec.nodes = nodes;
+    spec.gpus_per_node = (gpus_per_node > 0).then_some(GpuRequest {
+        gpu_type: None,
+        count: gpus_per_node,
+    });
+    spec
 }
 
 pub fn script() -> BatchScript {

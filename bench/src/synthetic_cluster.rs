@@ -1,0 +1,211 @@
+//! A synthetic GPU cluster and job mix for benchmarks, built through commands
+//! exactly as an administrator and agents would, from a fixed seed.
+
+use std::collections::BTreeSet;
+
+use corral_state::account::{Account, User};
+use corral_state::command::{Command, PlannedAllocation};
+use corral_state::job::{BatchScript, JobSpec, NodeAllocation};
+use corral_state::node::{GpuDefinition, NodeDefinition};
+use corral_state::partition::{Partition, PreemptMode};
+use corral_state::slurm::duration::TimeLimit;
+use corral_state::slurm::gres::GpuRequest;
+use corral_state::slurm::hostlist;
+use corral_state::{Actor, ClusterState, JobId, Role, Timestamp};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Accounts in the synthetic account tree.
+pub const ACCOUNTS: usize = 50;
+/// Users, spread over the accounts.
+pub const USERS: usize = 200;
+
+fn admin() -> Actor {
+    Actor {
+        user: "root".into(),
+        role: Role::Admin,
+    }
+}
+
+/// The name of node `i` (0-based).
+pub fn node_name(i: u32) -> String {
+    format!("gpu-node{:05}", i + 1)
+}
+
+fn apply(state: &mut ClusterState, command: Command) -> anyhow::Result<()> {
+    state
+        .apply(command)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("setting up the synthetic cluster: {e}"))
+}
+
+/// `nodes` nodes of `gpus` h100 GPUs each, one default partition holding them all,
+/// 50 accounts with skewed shares and 200 users; every agent registered.
+pub fn build(nodes: u32, gpus: u32) -> anyhow::Result<ClusterState> {
+    let mut state = ClusterState::default();
+    let at = Timestamp::from_secs(1_000_000);
+    let defs = (0..nodes)
+        .map(|i| NodeDefinition {
+            name: node_name(i),
+            cpus: 128,
+            memory_mb: 2 * 1024 * 1024,
+            gpus: (0..gpus)
+                .map(|index| GpuDefinition {
+                    index,
+                    gpu_type: "h100".into(),
+                })
+                .collect(),
+            features: BTreeSet::new(),
+        })
+        .collect();
+    apply(
+        &mut state,
+        Command::DefineNodes {
+            nodes: defs,
+            by: admin(),
+            at,
+        },
+    )?;
+    let names: Vec<String> = (0..nodes).map(node_name).collect();
+    let partition = Partition {
+        name: "gpu".into(),
+        hostlist: hostlist::compress(&names),
+        nodes: BTreeSet::new(),
+        max_time: TimeLimit::Seconds(7 * 24 * 3600),
+        default_time: Some(TimeLimit::Seconds(24 * 3600)),
+        priority_tier: 1,
+        allowed_accounts: None,
+        preempt_mode: PreemptMode::Requeue,
+        is_default: true,
+        up: true,
+    };
+    apply(
+        &mut state,
+        Command::SetPartition {
+            partition,
+            by: admin(),
+        },
+    )?;
+    for a in 0..ACCOUNTS {
+        let account = Account {
+            name: format!("acct{a:02}"),
+            parent: Some("root".into()),
+            shares: 1 + (a as u32 % 10) * 10,
+            default_qos: None,
+            description: String::new(),
+        };
+        apply(
+            &mut state,
+            Command::SetAccount {
+                account,
+                by: admin(),
+            },
+        )?;
+    }
+    for u in 0..USERS {
+        let account = format!("acct{:02}", u % ACCOUNTS);
+        let user = User {
+            name: format!("user{u:03}"),
+            default_account: account.clone(),
+            accounts: BTreeSet::from([account]),
+            role: Role::User,
+        };
+        apply(&mut state, Command::SetUser { user, by: admin() })?;
+    }
+    for i in 0..nodes {
+        apply(
+            &mut state,
+            Command::RegisterNode {
+                node: node_name(i),
+                cpus: 128,
+                memory_mb: 2 * 1024 * 1024,
+                gpus: (0..gpus).map(|g| (g, "h100".to_string())).collect(),
+                running: Vec::new(),
+                agent_version: "bench".into(),
+                boot_id: format!("boot-{i}"),
+                at,
+            },
+        )?;
+    }
+    Ok(state)
+}
+
+/// One job of the benchmark mix: 70% one GPU, 20% a whole 8-GPU node, 10% a gang
+/// of 2-16 whole nodes. Users are skewed towards the first few.
+pub fn job(rng: &mut StdRng, gpus_per_node: u32) -> (JobSpec, BatchScript, Actor) {
+    let u = (rng.random_range(0.0f64..1.0).powi(3) * USERS as f64) as usize % USERS;
+    let user = format!("user{u:03}");
+    let mut spec = JobSpec::sbatch_defaults("bench", &user, "/home/bench");
+    let roll: f64 = rng.random_range(0.0..1.0);
+    let (nodes, gpus) = if roll < 0.7 {
+        (1, 1)
+    } else if roll < 0.9 {
+        (1, gpus_per_node)
+    } else {
+        (rng.random_range(2..=16), gpus_per_node)
+    };
+    spec.nodes = nodes;
+    spec.gpus_per_node = (gpus > 0).then_some(GpuRequest {
+        gpu_type: None,
+        count: gpus,
+    });
+    spec.time_limit = Some(TimeLimit::Seconds(rng.random_range(1..=48) * 1800));
+    let batch = BatchScript {
+        script: "#!/bin/bash\n#SBATCH --job-name=bench\nsrun python train.py --config big.yaml\n"
+            .into(),
+        argv: Vec::new(),
+        environment: [("PATH", "/usr/bin:/bin"), ("HOME", "/home/bench")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    (
+        spec,
+        batch,
+        Actor {
+            user,
+            role: Role::User,
+        },
+    )
+}
+
+/// A first-fit placement over free GPUs, scanning nodes from `cursor` onwards (the
+/// cursor moves past full nodes so a long run of placements stays linear).
+pub fn first_fit(
+    state: &ClusterState,
+    id: JobId,
+    cursor: &mut usize,
+    names: &[String],
+) -> Option<PlannedAllocation> {
+    let job = state.job(id)?;
+    let want = &job.resources;
+    let mut parts = Vec::new();
+    let mut i = *cursor;
+    while i < names.len() && parts.len() < want.nodes as usize {
+        let node = state.nodes().get(&names[i])?;
+        let free: Vec<u32> = node
+            .gpus
+            .iter()
+            .filter(|g| g.is_free_and_usable())
+            .map(|g| g.index)
+            .take(want.gpus_per_node as usize)
+            .collect();
+        if free.len() == want.gpus_per_node as usize && node.free_cpus() >= want.cpus_per_node {
+            parts.push(NodeAllocation {
+                node: node.name.clone(),
+                gpus: free,
+                cpus: want.cpus_per_node,
+                memory_mb: 0,
+            });
+        }
+        if parts.is_empty() && node.gpus.iter().all(|g| g.allocated_to.is_some()) {
+            *cursor = i + 1;
+        }
+        i += 1;
+    }
+    (parts.len() == want.nodes as usize).then(|| PlannedAllocation {
+        job: id,
+        attempt: job.next_attempt_number(),
+        nodes: parts,
+    })
+}
