@@ -84,17 +84,16 @@ pub fn run(args: &StateArgs) -> anyhow::Result<()> {
     let mut queue = ids.iter().copied();
     while allocated_gpus * 2 < total_gpus {
         let mut batch = Vec::with_capacity(args.plan_batch);
-        let mut probe = state.clone();
+        let mut taken = synthetic_cluster::Taken::new();
         for id in queue.by_ref() {
-            if let Some(planned) = synthetic_cluster::first_fit(&probe, id, &mut cursor, &names) {
-                let gpus: u64 = planned.nodes.iter().map(|n| n.gpus.len() as u64).sum();
-                allocated_gpus += gpus;
-                let _ = probe.apply(Command::ApplyPlan {
-                    allocations: vec![planned.clone()],
-                    preemptions: vec![],
-                    reasons: vec![],
-                    at: clock.0,
-                });
+            if let Some(planned) =
+                synthetic_cluster::first_fit(&state, id, &mut cursor, &names, &mut taken)
+            {
+                allocated_gpus += planned
+                    .nodes
+                    .iter()
+                    .map(|n| n.gpus.len() as u64)
+                    .sum::<u64>();
                 batch.push(planned);
             }
             if batch.len() == args.plan_batch || allocated_gpus * 2 >= total_gpus {

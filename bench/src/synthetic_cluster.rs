@@ -169,13 +169,18 @@ pub fn job(rng: &mut StdRng, gpus_per_node: u32) -> (JobSpec, BatchScript, Actor
     )
 }
 
-/// A first-fit placement over free GPUs, scanning nodes from `cursor` onwards (the
-/// cursor moves past full nodes so a long run of placements stays linear).
+/// GPUs placed by the plan being built but not yet applied.
+pub type Taken = BTreeSet<(String, u32)>;
+
+/// A first-fit placement over free GPUs not in `taken`, scanning nodes from
+/// `cursor` onwards (the cursor moves past full nodes so a long run of placements
+/// stays linear). Records the GPUs it picks in `taken`.
 pub fn first_fit(
     state: &ClusterState,
     id: JobId,
     cursor: &mut usize,
     names: &[String],
+    taken: &mut Taken,
 ) -> Option<PlannedAllocation> {
     let job = state.job(id)?;
     let want = &job.resources;
@@ -186,24 +191,29 @@ pub fn first_fit(
         let free: Vec<u32> = node
             .gpus
             .iter()
-            .filter(|g| g.is_free_and_usable())
+            .filter(|g| g.is_free_and_usable() && !taken.contains(&(node.name.clone(), g.index)))
             .map(|g| g.index)
-            .take(want.gpus_per_node as usize)
             .collect();
-        if free.len() == want.gpus_per_node as usize && node.free_cpus() >= want.cpus_per_node {
+        if free.len() >= want.gpus_per_node as usize {
+            let gpus = free[..want.gpus_per_node as usize].to_vec();
             parts.push(NodeAllocation {
                 node: node.name.clone(),
-                gpus: free,
+                gpus,
                 cpus: want.cpus_per_node,
                 memory_mb: 0,
             });
-        }
-        if parts.is_empty() && node.gpus.iter().all(|g| g.allocated_to.is_some()) {
+        } else if parts.is_empty() && free.is_empty() {
             *cursor = i + 1;
         }
         i += 1;
     }
-    (parts.len() == want.nodes as usize).then(|| PlannedAllocation {
+    if parts.len() != want.nodes as usize {
+        return None;
+    }
+    for part in &parts {
+        taken.extend(part.gpus.iter().map(|g| (part.node.clone(), *g)));
+    }
+    Some(PlannedAllocation {
         job: id,
         attempt: job.next_attempt_number(),
         nodes: parts,
