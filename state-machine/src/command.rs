@@ -168,6 +168,8 @@ pub enum Command {
         job: JobId,
         /// The attempt that wrote it.
         attempt: AttemptNumber,
+        /// The node whose agent reports it (must be in the attempt's allocation).
+        node: String,
         /// Training step.
         step: u64,
         /// Where it is.

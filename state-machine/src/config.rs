@@ -52,8 +52,8 @@ pub struct ClusterConfig {
     pub max_active_jobs: usize,
     /// Most tasks in one job array (MaxArraySize).
     pub max_array_tasks: usize,
-    /// Largest batch script accepted, bytes.
-    pub max_script_bytes: usize,
+    /// Largest batch accepted: script, arguments and environment together, bytes.
+    pub max_batch_bytes: usize,
     /// When true, a user must be listed in an account to charge it (Slurm's
     /// AccountingStorageEnforce=associations). When false, unknown users may submit
     /// and charge `root` (useful for a demo).
@@ -71,7 +71,7 @@ impl Default for ClusterConfig {
             preempt_exempt_seconds: 300,
             max_active_jobs: 1_000_000,
             max_array_tasks: 10_001,
-            max_script_bytes: 4 * 1024 * 1024,
+            max_batch_bytes: 4 * 1024 * 1024,
             enforce_associations: true,
         }
     }

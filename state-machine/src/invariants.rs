@@ -239,18 +239,16 @@ fn check_node_usage(state: &ClusterState) -> Result<(), String> {
 /// Usage equals the sum over attempts of runtime x GPUs; decayed usage never
 /// exceeds raw usage.
 fn check_accounting(state: &ClusterState) -> Result<(), String> {
-    let mut by_user: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut by_account: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut by_user: BTreeMap<&str, u128> = BTreeMap::new();
+    let mut by_account: BTreeMap<&str, u128> = BTreeMap::new();
     for job in state.jobs.values() {
         for attempt in &job.attempts {
-            let runtime_ms = attempt.charged_until.ms_since(attempt.started_at);
-            if attempt.gpu_ms != attempt.gpu_count() * runtime_ms {
+            let runtime_ms = u128::from(attempt.charged_until.ms_since(attempt.started_at));
+            let expected = u128::from(attempt.gpu_count()) * runtime_ms;
+            if u128::from(attempt.gpu_ms) != expected {
                 return Err(format!(
-                    "job {} attempt {}: charged {} GPU-ms, runtime x GPUs is {}",
-                    job.id,
-                    attempt.number,
-                    attempt.gpu_ms,
-                    attempt.gpu_count() * runtime_ms
+                    "job {} attempt {}: charged {} GPU-ms, runtime x GPUs is {expected}",
+                    job.id, attempt.number, attempt.gpu_ms
                 ));
             }
             if let Some(stop) = attempt
@@ -265,8 +263,8 @@ fn check_accounting(state: &ClusterState) -> Result<(), String> {
                     job.id, attempt.number
                 ));
             }
-            *by_user.entry(&job.spec.user).or_default() += attempt.gpu_ms;
-            *by_account.entry(&job.account).or_default() += attempt.gpu_ms;
+            *by_user.entry(&job.spec.user).or_default() += u128::from(attempt.gpu_ms);
+            *by_account.entry(&job.account).or_default() += u128::from(attempt.gpu_ms);
         }
     }
     let tables = [
@@ -276,7 +274,7 @@ fn check_accounting(state: &ClusterState) -> Result<(), String> {
     for (kind, recorded, expected) in tables {
         for (name, usage) in recorded {
             let want = expected.get(name.as_str()).copied().unwrap_or(0);
-            if usage.gpu_ms != want {
+            if u128::from(usage.gpu_ms) != want {
                 return Err(format!(
                     "{kind} {name}: usage {} GPU-ms, attempts sum to {want}",
                     usage.gpu_ms

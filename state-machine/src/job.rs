@@ -51,9 +51,11 @@ pub struct JobSpec {
     pub name: String,
     /// The submitting user.
     pub user: String,
-    /// The submitting user's uid.
+    /// The submitting user's uid, as the client claims it. The state machine cannot
+    /// verify it; the node agent resolves `user` on its node and refuses to run a
+    /// job whose uid does not match.
     pub uid: u32,
-    /// The submitting user's gid.
+    /// The submitting user's gid, as the client claims it (checked like `uid`).
     pub gid: u32,
     /// The host `corral submit` ran on (`SLURM_SUBMIT_HOST`).
     pub submit_host: String,
@@ -328,6 +330,23 @@ pub enum PendingReason {
     Topology,
     /// Array throttle (`%N`) reached.
     JobArrayTaskLimit,
+    /// The reservation the job asked for was deleted or ended; the job is held
+    /// until its user releases it (to run outside any reservation) or cancels it.
+    ReservationDeleted,
+}
+
+impl PendingReason {
+    /// True for the reasons the scheduler reports in plans; the others are set by
+    /// the state machine itself (holds, requeue limit, deleted reservation).
+    pub fn is_set_by_scheduler(self) -> bool {
+        !matches!(
+            self,
+            PendingReason::JobHeldUser
+                | PendingReason::JobHeldAdmin
+                | PendingReason::JobHoldMaxRequeue
+                | PendingReason::ReservationDeleted
+        )
+    }
 }
 
 /// How a process ended.

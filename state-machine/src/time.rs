@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 pub struct Timestamp(pub u64);
 
 impl Timestamp {
+    /// No command may carry a later time (2500-01-01): a leader whose clock is that
+    /// wrong is refused rather than allowed to overflow accounting arithmetic.
+    pub const LATEST_ACCEPTED: Timestamp = Timestamp(16_725_225_600_000);
+
     /// The timestamp `secs` whole seconds after the epoch.
     pub const fn from_secs(secs: u64) -> Self {
         Timestamp(secs.saturating_mul(1000))

@@ -81,6 +81,7 @@ fn node_failure_requeues_the_gang_as_a_new_attempt_that_resumes_from_its_checkpo
         Command::ReportCheckpoint {
             job: id,
             attempt: 1,
+            node: "n1".into(),
             step: 500,
             path: "/ckpt/500".into(),
             at: at(50),
@@ -299,11 +300,49 @@ fn time_limit_ends_the_job_on_tick() {
     check_invariants(&s);
 }
 
+/// Adds partition `urgent` over the same nodes with a higher priority tier.
+fn add_urgent_partition(s: &mut corral_state::ClusterState) {
+    let mut urgent = s.partitions()["gpu"].clone();
+    urgent.name = "urgent".into();
+    urgent.priority_tier = 10;
+    urgent.is_default = false;
+    urgent.preempt_mode = corral_state::partition::PreemptMode::Off;
+    ok(
+        s,
+        Command::SetPartition {
+            partition: urgent,
+            by: admin(),
+        },
+    );
+}
+
+fn plan_preemption(
+    s: &mut corral_state::ClusterState,
+    preemption: PlannedPreemption,
+    when: corral_state::Timestamp,
+) -> corral_state::PlanOutcome {
+    match ok(
+        s,
+        Command::ApplyPlan {
+            allocations: vec![],
+            preemptions: vec![preemption],
+            reasons: vec![],
+            at: when,
+        },
+    ) {
+        Outcome::Plan(p) => p,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn preemption_signals_waits_the_grace_then_requeues() {
     let mut s = cluster(1, 8);
+    add_urgent_partition(&mut s);
     let victim = submit(&mut s, spec("alice", 1, 8), at(0));
-    let urgent = submit(&mut s, spec("bob", 1, 8), at(5));
+    let mut urgent_spec = spec("bob", 1, 8);
+    urgent_spec.partition = Some("urgent".into());
+    let urgent = submit(&mut s, urgent_spec, at(5));
     start(&mut s, victim, at(1));
     let preemption = PlannedPreemption {
         job: victim,
@@ -312,29 +351,32 @@ fn preemption_signals_waits_the_grace_then_requeues() {
         grace_seconds: 120,
         for_job: urgent,
     };
-    ok(
-        &mut s,
-        Command::ApplyPlan {
-            allocations: vec![],
-            preemptions: vec![preemption.clone()],
-            reasons: vec![],
-            at: at(10),
-        },
+
+    // Inside the exempt time after its start the victim may not be preempted.
+    let exempt = s.config().preempt_exempt_seconds;
+    let early = plan_preemption(&mut s, preemption.clone(), at(10));
+    assert!(
+        early.rejected[0].1.contains("preempt_exempt_seconds"),
+        "{early:?}"
     );
+    let t0 = exempt + 10;
+    let p = plan_preemption(&mut s, preemption.clone(), at(t0));
+    assert_eq!(p.preempting, vec![victim], "{p:?}");
     // Still running during the grace period, and a checkpoint written now counts.
     ok(
         &mut s,
         Command::ReportCheckpoint {
             job: victim,
             attempt: 1,
+            node: "n1".into(),
             step: 7,
             path: "/ckpt/7".into(),
-            at: at(60),
+            at: at(t0 + 60),
         },
     );
-    ok(&mut s, Command::Tick { at: at(100) });
+    ok(&mut s, Command::Tick { at: at(t0 + 119) });
     assert_eq!(s.job(victim).unwrap().state, JobState::Running);
-    ok(&mut s, Command::Tick { at: at(130) });
+    ok(&mut s, Command::Tick { at: at(t0 + 120) });
     assert_eq!(s.job(victim).unwrap().state, JobState::Completing);
     ok(
         &mut s,
@@ -342,26 +384,61 @@ fn preemption_signals_waits_the_grace_then_requeues() {
             job: victim,
             attempt: 1,
             node: "n1".into(),
-            at: at(131),
+            at: at(t0 + 121),
         },
     );
     let job = s.job(victim).unwrap();
     assert_eq!(job.state, JobState::Pending);
     assert_eq!(job.last_checkpoint.as_ref().unwrap().step, 7);
-    start(&mut s, urgent, at(132));
+    start(&mut s, urgent, at(t0 + 122));
     // A preemption of an attempt that is no longer live is rejected in the plan.
-    match ok(
-        &mut s,
-        Command::ApplyPlan {
-            allocations: vec![],
-            preemptions: vec![preemption],
-            reasons: vec![],
-            at: at(140),
-        },
-    ) {
-        Outcome::Plan(p) => assert_eq!(p.rejected.len(), 1),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        plan_preemption(&mut s, preemption, at(t0 + 130))
+            .rejected
+            .len(),
+        1
+    );
+    check_invariants(&s);
+}
+
+#[test]
+fn the_plan_applier_refuses_preemptions_policy_forbids() {
+    let mut s = cluster(2, 8);
+    add_urgent_partition(&mut s);
+    let victim = submit(&mut s, spec("alice", 1, 8), at(0));
+    let peer = submit(&mut s, spec("bob", 1, 8), at(0));
+    let mut protected_spec = spec("alice", 1, 8);
+    protected_spec.partition = Some("urgent".into());
+    let protected = submit(&mut s, protected_spec, at(0));
+    start(&mut s, victim, at(1));
+    start(&mut s, protected, at(1));
+    let late = at(10_000);
+    let preempt = |job, for_job| PlannedPreemption {
+        job,
+        attempt: 1,
+        signal: Signal::USR1,
+        grace_seconds: 0,
+        for_job,
+    };
+    let why =
+        |p: corral_state::PlanOutcome| p.rejected.first().map(|r| r.1.clone()).unwrap_or_default();
+    // Same tier, no QOS relation: a peer may not preempt.
+    assert!(
+        why(plan_preemption(&mut s, preempt(victim, peer), late))
+            .contains("neither has a higher partition tier")
+    );
+    // Nobody preempts itself.
+    assert!(why(plan_preemption(&mut s, preempt(victim, victim), late)).contains("itself"));
+    // A partition with preemption off is never preempted, even by a higher tier job.
+    let mut urgent2 = spec("bob", 1, 8);
+    urgent2.partition = Some("urgent".into());
+    let urgent2 = submit(&mut s, urgent2, at(2));
+    assert!(
+        why(plan_preemption(&mut s, preempt(protected, urgent2), late))
+            .contains("do not allow preemption")
+    );
+    assert_eq!(s.job(victim).unwrap().state, JobState::Running);
+    assert_eq!(s.job(protected).unwrap().state, JobState::Running);
     check_invariants(&s);
 }
 
@@ -513,6 +590,7 @@ fn checkpoints_must_move_forward_and_come_from_the_newest_attempt() {
         Command::ReportCheckpoint {
             job: id,
             attempt: 1,
+            node: "n1".into(),
             step: 10,
             path: "/c/10".into(),
             at: at(2),
@@ -521,6 +599,7 @@ fn checkpoints_must_move_forward_and_come_from_the_newest_attempt() {
     let older = s.apply(Command::ReportCheckpoint {
         job: id,
         attempt: 1,
+        node: "n1".into(),
         step: 9,
         path: "/c/9".into(),
         at: at(3),
@@ -529,6 +608,7 @@ fn checkpoints_must_move_forward_and_come_from_the_newest_attempt() {
     let future = s.apply(Command::ReportCheckpoint {
         job: id,
         attempt: 2,
+        node: "n1".into(),
         step: 11,
         path: "/c/11".into(),
         at: at(3),

@@ -28,6 +28,7 @@ enum Op {
         array: u8,
         requeue: bool,
         exclusive: bool,
+        urgent: bool,
     },
     PlanFirstFit {
         job: u16,
@@ -40,6 +41,7 @@ enum Op {
     },
     Preempt {
         job: u16,
+        for_job: u16,
         grace: u8,
     },
     Started {
@@ -99,12 +101,12 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..3u8, 1..=2u32, 0..=GPUS + 1, 0..4u8, any::<bool>(), prop::bool::weighted(0.1))
-            .prop_map(|(user, nodes, gpus, array, requeue, exclusive)| Op::Submit { user, nodes, gpus, array, requeue, exclusive }),
+                4 => (0..3u8, 1..=2u32, 0..=GPUS + 1, 0..4u8, any::<bool>(), prop::bool::weighted(0.1), prop::bool::weighted(0.2))
+            .prop_map(|(user, nodes, gpus, array, requeue, exclusive, urgent)| Op::Submit { user, nodes, gpus, array, requeue, exclusive, urgent }),
         4 => any::<u16>().prop_map(|job| Op::PlanFirstFit { job }),
         1 => (any::<u16>(), any::<u8>(), prop::collection::vec(0..GPUS + 1, 0..3), -1..=1i8)
             .prop_map(|(job, node, gpus, attempt_skew)| Op::PlanRandom { job, node, gpus, attempt_skew }),
-        1 => (any::<u16>(), 0..3u8).prop_map(|(job, grace)| Op::Preempt { job, grace }),
+                2 => (any::<u16>(), any::<u16>(), 0..3u8).prop_map(|(job, for_job, grace)| Op::Preempt { job, for_job, grace }),
         3 => (any::<u16>(), any::<u8>()).prop_map(|(job, node)| Op::Started { job, node }),
         3 => (any::<u16>(), -1..3i8).prop_map(|(job, code)| Op::BatchExit { job, code }),
         3 => (any::<u16>(), any::<u8>()).prop_map(|(job, node)| Op::Release { job, node }),
@@ -123,6 +125,25 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The fixture cluster plus partition `urgent` (same nodes, higher tier, never
+/// preempted itself), so preemptions can be legitimate.
+fn base_cluster() -> ClusterState {
+    let mut state = cluster(NODES, GPUS);
+    let mut urgent = state.partitions()["gpu"].clone();
+    urgent.name = "urgent".into();
+    urgent.priority_tier = 10;
+    urgent.is_default = false;
+    urgent.preempt_mode = corral_state::partition::PreemptMode::Off;
+    ok(
+        &mut state,
+        Command::SetPartition {
+            partition: urgent,
+            by: admin(),
+        },
+    );
+    state
+}
+
 const USERS: [&str; 3] = ["alice", "bob", "mallory"];
 
 fn pick_job(state: &ClusterState, index: u16) -> Option<JobId> {
@@ -134,6 +155,21 @@ fn pick_job(state: &ClusterState, index: u16) -> Option<JobId> {
             .nth(index as usize % count)
             .unwrap_or(&JobId(1))
     })
+}
+
+/// The `index`-th job (modulo) among those matching `filter`.
+fn pick_where(
+    state: &ClusterState,
+    index: u16,
+    filter: impl Fn(&corral_state::job::Job) -> bool,
+) -> Option<JobId> {
+    let matching: Vec<JobId> = state
+        .jobs()
+        .values()
+        .filter(|j| filter(j))
+        .map(|j| j.id)
+        .collect();
+    (!matching.is_empty()).then(|| matching[index as usize % matching.len()])
 }
 
 fn node_name(index: u8) -> String {
@@ -172,10 +208,14 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
             array,
             requeue,
             exclusive,
+            urgent,
         } => {
             let mut sp = spec(USERS[u as usize % 3], nodes, gpus);
             sp.requeue = requeue;
             sp.exclusive = exclusive;
+            if urgent {
+                sp.partition = Some("urgent".into());
+            }
             if array > 1 {
                 sp.array = Some(ArraySpec {
                     indices: (0..u32::from(array)).collect(),
@@ -228,14 +268,27 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 at: now,
             }
         }
-        Op::Preempt { job, grace } => {
-            let id = pick_job(state, job)?;
+        Op::Preempt {
+            job,
+            for_job,
+            grace,
+        } => {
+            // Mostly a running victim and a pending preemptor, so policy decides.
+            let id = pick_where(state, job, |j| {
+                j.state == JobState::Running && j.partition == "gpu"
+            })
+            .or_else(|| pick_job(state, job))?;
+            let urgent = |j: &corral_state::job::Job| {
+                j.state == JobState::Pending && j.partition == "urgent"
+            };
+            let for_job =
+                pick_where(state, for_job, urgent).or_else(|| pick_job(state, for_job))?;
             let preemption = PlannedPreemption {
                 job: id,
                 attempt: newest_attempt(state, id),
                 signal: Signal::USR1,
-                grace_seconds: u64::from(grace),
-                for_job: id,
+                grace_seconds: u64::from(grace) * 60,
+                for_job,
             };
             Command::ApplyPlan {
                 allocations: vec![],
@@ -296,6 +349,7 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
             Command::ReportCheckpoint {
                 job: id,
                 attempt: newest_attempt(state, id),
+                node: attempt_node(state, id, 0),
                 step: u64::from(step),
                 path: format!("/ckpt/{step}"),
                 at: now,
@@ -395,7 +449,7 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
 /// Runs the operations, checking per-command properties, and returns the commands
 /// that were applied (accepted or not) in order.
 fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
-    let mut state = cluster(NODES, GPUS);
+    let mut state = base_cluster();
     let mut log = Vec::new();
     for op in ops {
         let Some(command) = to_command(&state, op) else {
@@ -435,7 +489,7 @@ proptest! {
     fn invariants_hold_and_replicas_agree(ops in prop::collection::vec(op(), 1..120)) {
         let (state, log) = run(&ops);
         // A second replica fed the same commands holds the same bytes.
-        let mut replica = cluster(NODES, GPUS);
+        let mut replica = base_cluster();
         for command in log {
             let _ = replica.apply(command);
         }

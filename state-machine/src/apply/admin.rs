@@ -9,7 +9,8 @@ use super::require_admin;
 use crate::account::{Account, ROOT_ACCOUNT, User};
 use crate::command::Outcome;
 use crate::config::ClusterConfig;
-use crate::ids::Actor;
+use crate::ids::{Actor, JobId};
+use crate::job::{Hold, JobState, PendingReason};
 use crate::node::{Node, NodeDefinition};
 use crate::partition::Partition;
 use crate::qos::Qos;
@@ -57,9 +58,9 @@ pub(super) fn set_config(
     if config.fairshare_half_life_seconds == 0 {
         return refuse("fairshare_half_life_seconds must be positive".into());
     }
-    if config.max_array_tasks == 0 || config.max_active_jobs == 0 || config.max_script_bytes == 0 {
+    if config.max_array_tasks == 0 || config.max_active_jobs == 0 || config.max_batch_bytes == 0 {
         return refuse(
-            "max_array_tasks, max_active_jobs and max_script_bytes must be positive".into(),
+            "max_array_tasks, max_active_jobs and max_batch_bytes must be positive".into(),
         );
     }
     if config.priority.max_age_seconds == 0 {
@@ -117,7 +118,15 @@ pub(super) fn define_nodes(
     for def in defs {
         match state.nodes.get_mut(&def.name) {
             Some(node) => {
-                let fresh = Node::from_definition(def, now);
+                let mut fresh = Node::from_definition(def, now);
+                // A redefinition changes hardware, not history: a GPU that failed
+                // stays unhealthy and drained until an operator resumes it.
+                for gpu in &mut fresh.gpus {
+                    if let Some(old) = node.gpus.get(gpu.index as usize) {
+                        gpu.health = old.health.clone();
+                        gpu.drain = old.drain.clone();
+                    }
+                }
                 node.cpus = fresh.cpus;
                 node.memory_mb = fresh.memory_mb;
                 node.features = fresh.features;
@@ -489,8 +498,39 @@ pub(super) fn delete_reservation(
     by: &Actor,
 ) -> Result<Outcome, Rejection> {
     require_admin(by, "deleting a reservation")?;
-    if state.reservations.remove(name).is_none() {
+    if !state.reservations.contains_key(name) {
         return Err(Rejection::UnknownReservation(name.to_string()));
     }
-    Ok(Outcome::Done)
+    let held = remove_reservation(state, name);
+    Ok(Outcome::Jobs(held))
+}
+
+/// Removes a reservation. Queued jobs that asked for it are held with reason
+/// `ReservationDeleted`: their user releases them to run outside any reservation,
+/// or cancels them. Returns the held jobs.
+pub(super) fn remove_reservation(state: &mut ClusterState, name: &str) -> Vec<JobId> {
+    state.reservations.remove(name);
+    let waiting: Vec<JobId> = state
+        .queued
+        .iter()
+        .filter(|id| {
+            state
+                .jobs
+                .get(id)
+                .is_some_and(|j| j.spec.reservation.as_deref() == Some(name))
+        })
+        .copied()
+        .collect();
+    for id in &waiting {
+        if let Some(job) = state.jobs.get_mut(id) {
+            job.spec.reservation = None;
+            if job.hold.is_none() {
+                job.hold = Some(Hold::User);
+            }
+            if job.state == JobState::Pending {
+                job.reason = PendingReason::ReservationDeleted;
+            }
+        }
+    }
+    waiting
 }

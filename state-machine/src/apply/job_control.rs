@@ -125,6 +125,11 @@ pub(super) fn hold(state: &mut ClusterState, id: JobId, by: &Actor) -> Result<Ou
             needed: "PENDING",
         });
     }
+    if job.hold == Some(Hold::Admin) && !by.is_operator() {
+        return Err(Rejection::PermissionDenied(format!(
+            "job {id} is held by an operator; only an operator may change that hold"
+        )));
+    }
     let (hold, reason) = if by.is_operator() {
         (Hold::Admin, PendingReason::JobHeldAdmin)
     } else {

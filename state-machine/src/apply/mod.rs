@@ -19,7 +19,14 @@ use crate::state::ClusterState;
 use crate::time::Timestamp;
 
 pub(crate) fn apply(state: &mut ClusterState, command: Command) -> Result<Outcome, Rejection> {
-    let now = command_time(&command).map_or(state.clock, |at| at.max(state.clock));
+    let stamped = command_time(&command);
+    if let Some(at) = stamped.filter(|at| *at > Timestamp::LATEST_ACCEPTED) {
+        return Err(Rejection::InvalidRequest(format!(
+            "command time {} ms is after the year 2500; check the leader's clock",
+            at.as_ms()
+        )));
+    }
+    let now = stamped.map_or(state.clock, |at| at.max(state.clock));
     let outcome = dispatch(state, command, now)?;
     state.clock = now;
     Ok(outcome)
@@ -100,10 +107,11 @@ fn dispatch(
         ReportCheckpoint {
             job,
             attempt,
+            node,
             step,
             path,
             ..
-        } => reports::checkpoint(state, job, attempt, step, path, now),
+        } => reports::checkpoint(state, job, attempt, &node, step, path, now),
         RegisterNode {
             node,
             cpus,
@@ -171,6 +179,23 @@ fn dispatch(
 /// The job, or `UnknownJob`.
 fn job_of(state: &ClusterState, id: JobId) -> Result<&Job, Rejection> {
     state.jobs.get(&id).ok_or(Rejection::UnknownJob(id))
+}
+
+/// Longest path accepted in a command (Linux PATH_MAX).
+pub(crate) const MAX_PATH_BYTES: usize = 4096;
+/// Longest free-text reason or label accepted in a command.
+pub(crate) const MAX_TEXT_BYTES: usize = 1024;
+
+/// Refuses text longer than `max` bytes; agents and clients must not be able to
+/// grow the replicated state without bound.
+fn check_text(what: &str, text: &str, max: usize) -> Result<(), Rejection> {
+    if text.len() > max {
+        return Err(Rejection::LimitReached(format!(
+            "{what} is {} bytes; at most {max} are accepted",
+            text.len()
+        )));
+    }
+    Ok(())
 }
 
 fn require_admin(by: &Actor, action: &str) -> Result<(), Rejection> {

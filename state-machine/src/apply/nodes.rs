@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::lifecycle::{begin_ending, release_node};
-use super::require_operator;
+use super::{MAX_TEXT_BYTES, check_text, require_operator};
 use crate::command::Outcome;
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{EndCause, JobState};
@@ -78,17 +78,24 @@ pub(super) fn register(
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     let node = node_of(state, name)?;
+    check_text("agent version", &agent_version, MAX_TEXT_BYTES)?;
+    check_text("boot id", &boot_id, MAX_TEXT_BYTES)?;
     let mismatch = hardware_mismatch(node, &hardware);
     let running: BTreeSet<(JobId, AttemptNumber)> = running.iter().copied().collect();
-    // Attempts whose processes had started here but that the agent no longer runs.
+    // Attempts placed here that the agent does not run. A COMPLETING one is done
+    // here whether or not it ever started. A RUNNING one that started here lost its
+    // processes; one that never started is still to be launched (the leader
+    // launches by reconciling state after registration), so it is kept.
     let lost: Vec<(JobId, JobState)> = node
         .allocations
         .iter()
         .filter(|(job, usage)| !running.contains(&(**job, usage.attempt)))
         .filter_map(|(job, _)| state.jobs.get(job))
         .filter(|job| {
-            job.live_attempt()
-                .is_some_and(|a| a.started_on.contains(name))
+            job.state == JobState::Completing
+                || job
+                    .live_attempt()
+                    .is_some_and(|a| a.started_on.contains(name))
         })
         .map(|job| (job.id, job.state))
         .collect();
@@ -153,6 +160,7 @@ pub(super) fn node_down(
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     require_operator(by, "declaring a node down")?;
+    check_text("reason", &reason, MAX_TEXT_BYTES)?;
     let node = node_of(state, name)?;
     let affected: Vec<(JobId, JobState)> = node
         .allocations
@@ -183,6 +191,7 @@ pub(super) fn drain_node(
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     require_operator(by, "draining a node")?;
+    check_text("reason", &reason, MAX_TEXT_BYTES)?;
     node_of(state, name)?;
     if reason.trim().is_empty() {
         return Err(Rejection::InvalidRequest("a drain needs a reason".into()));
@@ -230,6 +239,7 @@ pub(super) fn gpu_failed(
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     check_gpu(state, name, gpu)?;
+    check_text("reason", &reason, MAX_TEXT_BYTES)?;
     let mut holder = None;
     if let Some(slot) = state
         .nodes
@@ -276,6 +286,7 @@ pub(super) fn drain_gpu(
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     require_operator(by, "draining a GPU")?;
+    check_text("reason", &reason, MAX_TEXT_BYTES)?;
     check_gpu(state, name, gpu)?;
     if let Some(slot) = state
         .nodes

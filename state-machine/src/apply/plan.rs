@@ -5,11 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use super::lifecycle::{begin_ending, start_attempt};
+use super::lifecycle::{begin_ending, preempt_mode_of, start_attempt};
 use crate::command::{Outcome, PlanOutcome, PlannedAllocation, PlannedPreemption};
 use crate::ids::JobId;
 use crate::job::{EndCause, Job, JobState, NodeAllocation, PendingReason, PreemptNotice};
 use crate::node::Node;
+use crate::partition::PreemptMode;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
 
@@ -23,7 +24,7 @@ pub(super) fn apply_plan(
     let mut outcome = PlanOutcome::default();
     for preemption in preemptions {
         let job = preemption.job;
-        match check_preemption(state, &preemption) {
+        match check_preemption(state, &preemption, now) {
             Ok(()) => {
                 begin_preemption(state, preemption, now);
                 outcome.preempting.push(job);
@@ -45,6 +46,7 @@ pub(super) fn apply_plan(
         if let Some(job) = state.jobs.get_mut(&id)
             && job.state == JobState::Pending
             && job.hold.is_none()
+            && reason.is_set_by_scheduler()
         {
             job.reason = reason;
         }
@@ -52,12 +54,16 @@ pub(super) fn apply_plan(
     Ok(Outcome::Plan(outcome))
 }
 
-fn check_preemption(state: &ClusterState, planned: &PlannedPreemption) -> Result<(), String> {
-    let job = state.jobs.get(&planned.job).ok_or("job does not exist")?;
-    if job.state != JobState::Running {
-        return Err(format!("job is {}, not RUNNING", job.state.slurm_name()));
+fn check_preemption(
+    state: &ClusterState,
+    planned: &PlannedPreemption,
+    now: Timestamp,
+) -> Result<(), String> {
+    let victim = state.jobs.get(&planned.job).ok_or("job does not exist")?;
+    if victim.state != JobState::Running {
+        return Err(format!("job is {}, not RUNNING", victim.state.slurm_name()));
     }
-    let attempt = job.live_attempt().ok_or("job has no live attempt")?;
+    let attempt = victim.live_attempt().ok_or("job has no live attempt")?;
     if attempt.number != planned.attempt {
         return Err(format!(
             "attempt {} is stale; live attempt is {}",
@@ -67,13 +73,57 @@ fn check_preemption(state: &ClusterState, planned: &PlannedPreemption) -> Result
     if attempt.preemption.is_some() {
         return Err("job is already being preempted".into());
     }
-    if !state.jobs.contains_key(&planned.for_job) {
-        return Err(format!(
+    if planned.for_job == planned.job {
+        return Err("a job cannot preempt itself".into());
+    }
+    let preemptor = state.jobs.get(&planned.for_job).ok_or_else(|| {
+        format!(
             "job {} it would make room for does not exist",
+            planned.for_job
+        )
+    })?;
+    if preemptor.state != JobState::Pending || preemptor.hold.is_some() {
+        return Err(format!(
+            "job {} it would make room for is not an unheld PENDING job",
             planned.for_job
         ));
     }
+    if preempt_mode_of(state, planned.job) == PreemptMode::Off {
+        return Err("the job's partition and QOS do not allow preemption".into());
+    }
+    let exempt_until = attempt
+        .started_at
+        .plus_secs(state.config.preempt_exempt_seconds);
+    if now < exempt_until {
+        return Err(format!(
+            "the attempt started less than {} s ago (preempt_exempt_seconds)",
+            state.config.preempt_exempt_seconds
+        ));
+    }
+    if !outranks(state, preemptor, victim) {
+        return Err(format!(
+            "job {} neither has a higher partition tier nor a QOS that preempts job {}'s",
+            preemptor.id, victim.id
+        ));
+    }
     Ok(())
+}
+
+/// True when `preemptor` may take resources from `victim`: a higher partition
+/// priority tier, or a QOS that lists the victim's QOS as preemptable.
+fn outranks(state: &ClusterState, preemptor: &Job, victim: &Job) -> bool {
+    let tier = |job: &Job| {
+        state
+            .partitions
+            .get(&job.partition)
+            .map_or(0, |p| p.priority_tier)
+    };
+    let qos_preempts = preemptor
+        .qos
+        .as_ref()
+        .and_then(|q| state.qos.get(q))
+        .is_some_and(|q| victim.qos.as_ref().is_some_and(|v| q.preempts.contains(v)));
+    tier(preemptor) > tier(victim) || qos_preempts
 }
 
 fn begin_preemption(state: &mut ClusterState, planned: PlannedPreemption, now: Timestamp) {
@@ -172,6 +222,11 @@ fn check_reservations(
             .ok_or_else(|| format!("reservation '{name}' no longer exists"))?;
         if !reservation.is_active(now) {
             return Err(format!("reservation '{name}' is not active"));
+        }
+        if !reservation.admits(&job.spec.user, &job.account) {
+            return Err(format!(
+                "reservation '{name}' no longer admits the job's user or account"
+            ));
         }
         if !reservation.nodes.contains(node) {
             return Err(format!("node '{node}' is not in reservation '{name}'"));

@@ -107,16 +107,36 @@ pub(super) fn node_released(
     Ok(Outcome::Jobs(vec![id]))
 }
 
+/// A checkpoint may come from the newest attempt while it runs or ends, or after it
+/// was requeued (a late report is still the newest checkpoint: no newer attempt
+/// has started), but not for a finished job.
 pub(super) fn checkpoint(
     state: &mut ClusterState,
     id: JobId,
     attempt: AttemptNumber,
+    node: &str,
     step: u64,
     path: String,
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     let job = job_of(state, id)?;
-    newest_attempt(job, attempt)?;
+    if job.state.is_terminal() {
+        return Err(Rejection::WrongJobState {
+            job: id,
+            state: job.state.slurm_name(),
+            action: "record a checkpoint",
+            needed: "an unfinished job",
+        });
+    }
+    let newest = newest_attempt(job, attempt)?;
+    if !newest.allocation.iter().any(|a| a.node == node) {
+        return Err(Rejection::NotInAllocation {
+            job: id,
+            attempt,
+            node: node.to_string(),
+        });
+    }
+    super::check_text("checkpoint path", &path, super::MAX_PATH_BYTES)?;
     if path.is_empty() {
         return Err(Rejection::InvalidRequest(
             "a checkpoint needs a path".into(),

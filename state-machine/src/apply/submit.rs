@@ -13,6 +13,7 @@ use crate::job::{
 use crate::node::Node;
 use crate::partition::Partition;
 use crate::rejection::Rejection;
+use crate::slurm::array::MAX_ARRAY_INDEX;
 use crate::slurm::duration::TimeLimit;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
@@ -31,6 +32,7 @@ pub(super) fn submit(
         )));
     }
     check_script(state, &batch)?;
+    check_spec(&spec, by)?;
     let account = resolve_account(state, &spec)?;
     let partition = resolve_partition(state, &spec, &account)?;
     let qos = resolve_qos(state, &spec, &account)?;
@@ -109,17 +111,60 @@ fn initial_reason(spec: &JobSpec) -> PendingReason {
     }
 }
 
+/// Largest encoded job spec accepted (names, paths, lists), bytes.
+pub(crate) const MAX_SPEC_BYTES: usize = 64 * 1024;
+
+/// Checks what the spec claims on its own, before resolving it against the cluster.
+/// The CLI parses these values already; this guards against any other client.
+fn check_spec(spec: &JobSpec, by: &Actor) -> Result<(), Rejection> {
+    let bad = |msg: &str| Err(Rejection::InvalidRequest(msg.to_string()));
+    if spec.nice < 0 && !by.is_operator() {
+        return Err(Rejection::PermissionDenied(
+            "a negative --nice raises priority; only an operator may set one".into(),
+        ));
+    }
+    if spec.time_limit == Some(TimeLimit::Seconds(0)) {
+        return bad("a time limit of zero seconds is not valid; use --time=UNLIMITED for no limit");
+    }
+    if spec.ntasks == Some(0) || spec.ntasks_per_node == Some(0) {
+        return bad("--ntasks and --ntasks-per-node must be at least 1");
+    }
+    if let Some(array) = &spec.array {
+        let increasing = array.indices.windows(2).all(|w| w[0] < w[1]);
+        let in_range = array.indices.last().is_none_or(|i| *i <= MAX_ARRAY_INDEX);
+        if !increasing || !in_range {
+            return bad("array indices must be ascending, distinct and at most 4000000");
+        }
+        if array.throttle == Some(0) {
+            return bad("an array throttle (%N) must be at least 1");
+        }
+    }
+    let encoded = postcard::to_stdvec(spec).map_or(usize::MAX, |b| b.len());
+    if encoded > MAX_SPEC_BYTES {
+        return Err(Rejection::LimitReached(format!(
+            "the job's options take {encoded} bytes; at most {MAX_SPEC_BYTES} are accepted (shorten names, paths or lists)"
+        )));
+    }
+    Ok(())
+}
+
 fn check_script(state: &ClusterState, batch: &BatchScript) -> Result<(), Rejection> {
     if !batch.script.starts_with("#!") {
         return Err(Rejection::InvalidRequest(
             "the batch script must start with an interpreter line such as #!/bin/bash".into(),
         ));
     }
-    let size = batch.script.len();
-    if size > state.config.max_script_bytes {
+    let argv: usize = batch.argv.iter().map(|a| a.len() + 1).sum();
+    let environment: usize = batch
+        .environment
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    let size = batch.script.len() + argv + environment;
+    if size > state.config.max_batch_bytes {
         return Err(Rejection::LimitReached(format!(
-            "the batch script is {size} bytes; the cluster accepts at most {} bytes",
-            state.config.max_script_bytes
+            "the batch script, its arguments and environment take {size} bytes; the cluster accepts at most {} (try --export=NONE or a smaller script)",
+            state.config.max_batch_bytes
         )));
     }
     Ok(())
@@ -362,6 +407,21 @@ fn check_nodes_exist(
         return Err(Rejection::InvalidRequest(format!(
             "node '{outside}' from --nodelist is not in partition '{}'",
             partition.name
+        )));
+    }
+    let too_small = resources
+        .required_nodes
+        .iter()
+        .filter_map(|n| state.nodes.get(n))
+        .find(|n| !node_can_ever_fit(n, resources));
+    if let Some(node) = too_small {
+        return Err(Rejection::InvalidRequest(format!(
+            "node '{}' from --nodelist can never hold one node's share of the job ({} GPUs, {} CPUs, {} MiB, features {:?})",
+            node.name,
+            resources.gpus_per_node,
+            resources.cpus_per_node,
+            resources.memory_per_node_mb,
+            resources.features
         )));
     }
     Ok(())

@@ -50,6 +50,14 @@ pub(super) fn tick(state: &mut ClusterState, now: Timestamp) -> Result<Outcome, 
         begin_ending(state, id, cause, &[], now);
         ended.push(id);
     }
-    state.reservations.retain(|_, r| r.end > now);
+    let expired: Vec<String> = state
+        .reservations
+        .values()
+        .filter(|r| r.end <= now)
+        .map(|r| r.name.clone())
+        .collect();
+    for name in expired {
+        ended.extend(super::admin::remove_reservation(state, &name));
+    }
     Ok(Outcome::Jobs(ended))
 }
