@@ -13,6 +13,11 @@ use corral_state::job::{ExitStatus, JobState, NodeAllocation};
 use corral_state::slurm::array::ArraySpec;
 use corral_state::slurm::signal::Signal;
 use corral_state::{ClusterState, JobId, Rejection, Timestamp, snapshot};
+use std::collections::BTreeSet;
+
+use corral_state::node::{GpuDefinition, NodeDefinition};
+use corral_state::partition::PreemptMode;
+use corral_state::reservation::Reservation;
 use proptest::prelude::*;
 use support::*;
 
@@ -97,6 +102,31 @@ enum Op {
         advance_s: u16,
         backwards: bool,
     },
+    // Administration mixed into the lifecycle.
+    RedefineNode {
+        node: u8,
+        gpus: u8,
+    },
+    RemoveNode {
+        node: u8,
+    },
+    ReshapePartition {
+        include_extra_node: bool,
+        up: bool,
+        mode: u8,
+    },
+    Reserve {
+        node: u8,
+        window_s: u16,
+    },
+    Unreserve,
+    ResumeGpu {
+        node: u8,
+        gpu: u8,
+    },
+    SubmitIntoReservation {
+        user: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -122,13 +152,32 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(|job| Op::Hold { job }),
         1 => any::<u16>().prop_map(|job| Op::ReleaseHold { job }),
         3 => (0..600u16, prop::bool::weighted(0.1)).prop_map(|(advance_s, backwards)| Op::Tick { advance_s, backwards }),
+        1 => (any::<u8>(), 0..=GPUS as u8 + 1).prop_map(|(node, gpus)| Op::RedefineNode { node, gpus }),
+        1 => any::<u8>().prop_map(|node| Op::RemoveNode { node }),
+        1 => (any::<bool>(), prop::bool::weighted(0.8), 0..3u8)
+            .prop_map(|(include_extra_node, up, mode)| Op::ReshapePartition { include_extra_node, up, mode }),
+        1 => (any::<u8>(), 1..2000u16).prop_map(|(node, window_s)| Op::Reserve { node, window_s }),
+        1 => Just(Op::Unreserve),
+        1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::ResumeGpu { node, gpu }),
+        1 => (0..3u8).prop_map(|user| Op::SubmitIntoReservation { user }),
     ]
 }
 
 /// The fixture cluster plus partition `urgent` (same nodes, higher tier, never
-/// preempted itself), so preemptions can be legitimate.
+/// preempted itself), so preemptions can be legitimate, and a node `n5` outside
+/// every partition until a `ReshapePartition` takes it in.
 fn base_cluster() -> ClusterState {
     let mut state = cluster(NODES, GPUS);
+    let extra = NODES + 1;
+    ok(
+        &mut state,
+        Command::DefineNodes {
+            nodes: vec![node_definition(&format!("n{extra}"), GPUS)],
+            by: admin(),
+            at: at(0),
+        },
+    );
+    register(&mut state, &format!("n{extra}"), GPUS, &[], at(0));
     let mut urgent = state.partitions()["gpu"].clone();
     urgent.name = "urgent".into();
     urgent.priority_tier = 10;
@@ -142,6 +191,21 @@ fn base_cluster() -> ClusterState {
         },
     );
     state
+}
+
+fn node_definition(name: &str, gpus: u32) -> NodeDefinition {
+    NodeDefinition {
+        name: name.into(),
+        cpus: 64,
+        memory_mb: 512 * 1024,
+        gpus: (0..gpus)
+            .map(|index| GpuDefinition {
+                index,
+                gpu_type: "h100".into(),
+            })
+            .collect(),
+        features: BTreeSet::from(["ib".to_string()]),
+    }
 }
 
 const USERS: [&str; 3] = ["alice", "bob", "mallory"];
@@ -172,8 +236,9 @@ fn pick_where(
     (!matching.is_empty()).then(|| matching[index as usize % matching.len()])
 }
 
+/// One of the partition's nodes, or `n5`, which starts outside every partition.
 fn node_name(index: u8) -> String {
-    format!("n{}", u32::from(index) % NODES + 1)
+    format!("n{}", u32::from(index) % (NODES + 1) + 1)
 }
 
 /// A node of the job's newest attempt, or any node.
@@ -378,7 +443,9 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
         Op::Register { node, keep_running } => {
             let name = node_name(node);
             let running = if keep_running {
-                state.nodes()[&name]
+                state
+                    .nodes()
+                    .get(&name)?
                     .allocations
                     .iter()
                     .map(|(job, usage)| (*job, usage.attempt))
@@ -442,6 +509,65 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 Timestamp(clock + u64::from(advance_s) * 1000)
             };
             Command::Tick { at }
+        }
+        Op::RedefineNode { node, gpus } => Command::DefineNodes {
+            nodes: vec![node_definition(&node_name(node), u32::from(gpus))],
+            by: admin(),
+            at: now,
+        },
+        Op::RemoveNode { node } => Command::RemoveNode {
+            node: node_name(node),
+            by: admin(),
+        },
+        Op::ReshapePartition {
+            include_extra_node,
+            up,
+            mode,
+        } => {
+            let mut partition = state.partitions()["gpu"].clone();
+            partition.hostlist = if include_extra_node {
+                format!("n[1-{}]", NODES + 1)
+            } else {
+                format!("n[1-{NODES}]")
+            };
+            partition.up = up;
+            partition.preempt_mode =
+                [PreemptMode::Off, PreemptMode::Requeue, PreemptMode::Cancel][mode as usize % 3];
+            Command::SetPartition {
+                partition,
+                by: admin(),
+            }
+        }
+        Op::Reserve { node, window_s } => Command::SetReservation {
+            reservation: Reservation {
+                name: "r".into(),
+                nodes: BTreeSet::from([node_name(node)]),
+                start: state.clock(),
+                end: Timestamp(state.clock().as_ms() + u64::from(window_s) * 1000),
+                users: BTreeSet::from(["alice".to_string()]),
+                accounts: BTreeSet::new(),
+                maintenance: false,
+            },
+            by: admin(),
+        },
+        Op::Unreserve => Command::DeleteReservation {
+            name: "r".into(),
+            by: admin(),
+        },
+        Op::ResumeGpu { node, gpu } => Command::ResumeGpu {
+            node: node_name(node),
+            gpu: u32::from(gpu),
+            by: admin(),
+        },
+        Op::SubmitIntoReservation { user: u } => {
+            let mut sp = spec(USERS[u as usize % 3], 1, 1);
+            sp.reservation = Some("r".into());
+            Command::Submit {
+                by: user(&sp.user.clone()),
+                spec: sp,
+                batch: script(),
+                at: now,
+            }
         }
     })
 }
