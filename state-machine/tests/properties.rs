@@ -10,14 +10,10 @@ mod support;
 
 use corral_state::command::{CancelTarget, Command, PlannedAllocation, PlannedPreemption};
 use corral_state::job::{ExitStatus, JobState, NodeAllocation};
+use corral_state::partition::PreemptMode;
 use corral_state::slurm::array::ArraySpec;
 use corral_state::slurm::signal::Signal;
 use corral_state::{ClusterState, JobId, Rejection, Timestamp, snapshot};
-use std::collections::BTreeSet;
-
-use corral_state::node::{GpuDefinition, NodeDefinition};
-use corral_state::partition::PreemptMode;
-use corral_state::reservation::Reservation;
 use proptest::prelude::*;
 use support::*;
 
@@ -191,21 +187,6 @@ fn base_cluster() -> ClusterState {
         },
     );
     state
-}
-
-fn node_definition(name: &str, gpus: u32) -> NodeDefinition {
-    NodeDefinition {
-        name: name.into(),
-        cpus: 64,
-        memory_mb: 512 * 1024,
-        gpus: (0..gpus)
-            .map(|index| GpuDefinition {
-                index,
-                gpu_type: "h100".into(),
-            })
-            .collect(),
-        features: BTreeSet::from(["ib".to_string()]),
-    }
 }
 
 const USERS: [&str; 3] = ["alice", "bob", "mallory"];
@@ -538,18 +519,14 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 by: admin(),
             }
         }
-        Op::Reserve { node, window_s } => Command::SetReservation {
-            reservation: Reservation {
-                name: "r".into(),
-                nodes: BTreeSet::from([node_name(node)]),
-                start: state.clock(),
-                end: Timestamp(state.clock().as_ms() + u64::from(window_s) * 1000),
-                users: BTreeSet::from(["alice".to_string()]),
-                accounts: BTreeSet::new(),
-                maintenance: false,
-            },
-            by: admin(),
-        },
+        Op::Reserve { node, window_s } => {
+            let end = Timestamp(state.clock().as_ms() + u64::from(window_s) * 1000);
+            let reservation = reservation("r", &node_name(node), state.clock(), end, &["alice"]);
+            Command::SetReservation {
+                reservation,
+                by: admin(),
+            }
+        }
         Op::Unreserve => Command::DeleteReservation {
             name: "r".into(),
             by: admin(),

@@ -3,13 +3,9 @@
 
 mod support;
 
-use std::collections::BTreeSet;
-
 use corral_state::command::{CancelTarget, Command, Outcome, PlannedPreemption};
 use corral_state::job::{JobState, PendingReason};
-use corral_state::node::{GpuDefinition, NodeDefinition};
 use corral_state::partition::PreemptMode;
-use corral_state::reservation::Reservation;
 use corral_state::slurm::array::ArraySpec;
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::gres::GpuRequest;
@@ -128,15 +124,7 @@ fn p4_reservation_expiry_strands_job() {
     ok(
         &mut s,
         Command::SetReservation {
-            reservation: Reservation {
-                name: "r".into(),
-                nodes: BTreeSet::from(["n1".to_string()]),
-                start: at(100),
-                end: at(200),
-                users: BTreeSet::from(["alice".to_string()]),
-                accounts: BTreeSet::new(),
-                maintenance: false,
-            },
+            reservation: reservation("r", "n1", at(100), at(200), &["alice"]),
             by: admin(),
         },
     );
@@ -384,17 +372,10 @@ fn p8_define_nodes_clears_gpu_fault() {
     ok(
         &mut s,
         Command::DefineNodes {
-            nodes: vec![NodeDefinition {
-                name: "n1".into(),
-                cpus: 64,
-                memory_mb: 512 * 1024,
-                gpus: (0..2)
-                    .map(|index| GpuDefinition {
-                        index,
-                        gpu_type: "h100".into(),
-                    })
-                    .collect(),
-                features: BTreeSet::from(["ib".to_string(), "new".to_string()]),
+            nodes: vec![{
+                let mut def = node_definition("n1", 2);
+                def.features.insert("new".to_string());
+                def
             }],
             by: admin(),
             at: at(2),
@@ -410,15 +391,7 @@ fn p8_define_nodes_clears_gpu_fault() {
 #[test]
 fn p9_maintenance_reservation_not_rechecked() {
     let mut s = cluster(1, 8);
-    let mut r = Reservation {
-        name: "r".into(),
-        nodes: BTreeSet::from(["n1".to_string()]),
-        start: at(0),
-        end: at(10_000),
-        users: BTreeSet::from(["alice".to_string()]),
-        accounts: BTreeSet::new(),
-        maintenance: false,
-    };
+    let mut r = reservation("r", "n1", at(0), at(10_000), &["alice"]);
     ok(
         &mut s,
         Command::SetReservation {
@@ -480,18 +453,7 @@ fn p11_required_node_that_cannot_fit_is_accepted() {
     ok(
         &mut s,
         Command::DefineNodes {
-            nodes: vec![NodeDefinition {
-                name: "n2".into(),
-                cpus: 64,
-                memory_mb: 512 * 1024,
-                gpus: (0..2)
-                    .map(|index| GpuDefinition {
-                        index,
-                        gpu_type: "h100".into(),
-                    })
-                    .collect(),
-                features: BTreeSet::from(["ib".to_string()]),
-            }],
+            nodes: vec![node_definition("n2", 2)],
             by: admin(),
             at: at(1),
         },

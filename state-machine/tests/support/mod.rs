@@ -9,6 +9,7 @@ use corral_state::command::{Command, Outcome, PlannedAllocation};
 use corral_state::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation};
 use corral_state::node::{GpuDefinition, NodeDefinition};
 use corral_state::partition::{Partition, PreemptMode};
+use corral_state::reservation::Reservation;
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::gres::GpuRequest;
 use corral_state::{Actor, ClusterState, JobId, Role, Timestamp};
@@ -37,18 +38,7 @@ pub fn at(secs: u64) -> Timestamp {
 pub fn cluster(nodes: u32, gpus: u32) -> ClusterState {
     let mut state = ClusterState::default();
     let defs = (1..=nodes)
-        .map(|i| NodeDefinition {
-            name: format!("n{i}"),
-            cpus: 64,
-            memory_mb: 512 * 1024,
-            gpus: (0..gpus)
-                .map(|index| GpuDefinition {
-                    index,
-                    gpu_type: "h100".into(),
-                })
-                .collect(),
-            features: BTreeSet::from(["ib".to_string()]),
-        })
+        .map(|i| node_definition(&format!("n{i}"), gpus))
         .collect();
     ok(
         &mut state,
@@ -112,6 +102,41 @@ pub fn cluster(nodes: u32, gpus: u32) -> ClusterState {
         register(&mut state, &format!("n{i}"), gpus, &[], at(0));
     }
     state
+}
+
+/// A node like the fixture's: 64 CPUs, 512 GiB, `gpus` h100 GPUs, feature `ib`.
+pub fn node_definition(name: &str, gpus: u32) -> NodeDefinition {
+    NodeDefinition {
+        name: name.into(),
+        cpus: 64,
+        memory_mb: 512 * 1024,
+        gpus: (0..gpus)
+            .map(|index| GpuDefinition {
+                index,
+                gpu_type: "h100".into(),
+            })
+            .collect(),
+        features: BTreeSet::from(["ib".to_string()]),
+    }
+}
+
+/// Reservation `name` of one node for `users` over `[start, end)`.
+pub fn reservation(
+    name: &str,
+    node: &str,
+    start: Timestamp,
+    end: Timestamp,
+    users: &[&str],
+) -> Reservation {
+    Reservation {
+        name: name.into(),
+        nodes: BTreeSet::from([node.to_string()]),
+        start,
+        end,
+        users: users.iter().map(|u| u.to_string()).collect(),
+        accounts: BTreeSet::new(),
+        maintenance: false,
+    }
 }
 
 pub fn register(
