@@ -238,3 +238,22 @@ fn dependencies_must_name_existing_jobs() {
     let id = submit(&mut s, sp, at(2));
     assert_eq!(s.job(id).unwrap().reason, PendingReason::Dependency);
 }
+
+#[test]
+fn one_submission_cannot_flood_the_state() {
+    let mut s = cluster(1, 8);
+    // A large comment is fine once, but not copied into ten thousand tasks.
+    let mut sp = spec("alice", 1, 1);
+    sp.comment = Some("x".repeat(40 * 1024));
+    let single = sp.clone();
+    sp.array = Some(ArraySpec {
+        indices: (0..10_000).collect(),
+        throttle: None,
+    });
+    assert!(refused(&mut s, sp).contains("one submission may add at most"));
+    submit(&mut s, single, at(2));
+    // Past the per-spec bound even one job is refused.
+    let mut sp = spec("alice", 1, 1);
+    sp.comment = Some("x".repeat(70 * 1024));
+    assert!(refused(&mut s, sp).contains("options take"));
+}

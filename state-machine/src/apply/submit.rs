@@ -32,7 +32,7 @@ pub(super) fn submit(
         )));
     }
     check_script(state, &batch)?;
-    check_spec(&spec, by)?;
+    let spec_bytes = check_spec(&spec, by)?;
     let account = resolve_account(state, &spec)?;
     let partition = resolve_partition(state, &spec, &account)?;
     let qos = resolve_qos(state, &spec, &account)?;
@@ -56,6 +56,14 @@ pub(super) fn submit(
         Some(array) => array.indices.iter().copied().map(Some).collect(),
         None => vec![None],
     };
+    // Every task holds its own copy of the spec: bound what one command may add.
+    let total_bytes = spec_bytes.saturating_mul(tasks.len());
+    if total_bytes > MAX_SUBMISSION_BYTES {
+        return Err(Rejection::LimitReached(format!(
+            "{} tasks of {spec_bytes} bytes each take {total_bytes} bytes; one submission may add at most {MAX_SUBMISSION_BYTES} (split the array or shorten its options)",
+            tasks.len()
+        )));
+    }
     let unfinished = state.queued.len() + state.active.len();
     if unfinished + tasks.len() > state.config.max_active_jobs {
         return Err(Rejection::LimitReached(format!(
@@ -113,10 +121,13 @@ fn initial_reason(spec: &JobSpec) -> PendingReason {
 
 /// Largest encoded job spec accepted (names, paths, lists), bytes.
 pub(crate) const MAX_SPEC_BYTES: usize = 64 * 1024;
+/// Most spec bytes one submission may add across all its array tasks.
+pub(crate) const MAX_SUBMISSION_BYTES: usize = 16 * 1024 * 1024;
 
-/// Checks what the spec claims on its own, before resolving it against the cluster.
-/// The CLI parses these values already; this guards against any other client.
-fn check_spec(spec: &JobSpec, by: &Actor) -> Result<(), Rejection> {
+/// Checks what the spec claims on its own, before resolving it against the cluster,
+/// and returns its encoded size. The CLI parses these values already; this guards
+/// against any other client.
+fn check_spec(spec: &JobSpec, by: &Actor) -> Result<usize, Rejection> {
     let bad = |msg: &str| Err(Rejection::InvalidRequest(msg.to_string()));
     if spec.nice < 0 && !by.is_operator() {
         return Err(Rejection::PermissionDenied(
@@ -145,7 +156,7 @@ fn check_spec(spec: &JobSpec, by: &Actor) -> Result<(), Rejection> {
             "the job's options take {encoded} bytes; at most {MAX_SPEC_BYTES} are accepted (shorten names, paths or lists)"
         )));
     }
-    Ok(())
+    Ok(encoded)
 }
 
 fn check_script(state: &ClusterState, batch: &BatchScript) -> Result<(), Rejection> {
