@@ -46,8 +46,13 @@ pub struct ClusterConfig {
     pub max_requeue: u32,
     /// Grace between the preemption signal and the kill, seconds.
     pub preempt_grace_seconds: u64,
-    /// A job preempted less than this long ago is not preempted again, seconds.
+        /// An attempt younger than this is not preempted, seconds (Slurm's
+    /// PreemptExemptTime); a requeued job's new attempt is exempt again, so this
+    /// also keeps a job from being preempted over and over.
     pub preempt_exempt_seconds: u64,
+    /// How many blocked jobs, in priority order, get a backfill reservation each
+    /// pass; lower-priority jobs may start only where they cannot delay those.
+    pub backfill_reservations: u32,
     /// Most jobs in the system that are not finished (MaxJobCount).
     pub max_active_jobs: usize,
     /// Most tasks in one job array (MaxArraySize).
@@ -72,7 +77,8 @@ impl Default for ClusterConfig {
             max_active_jobs: 1_000_000,
             max_array_tasks: 10_001,
             max_batch_bytes: 4 * 1024 * 1024,
-            enforce_associations: true,
+                        enforce_associations: true,
+            backfill_reservations: 16,
         }
     }
 }

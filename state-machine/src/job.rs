@@ -170,7 +170,7 @@ impl JobSpec {
 
 /// What the cluster will allocate for each attempt, derived from the spec at
 /// submission. The scheduler and the plan applier work from this alone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResourceRequest {
     /// Nodes in the gang.
     pub nodes: u32,

@@ -20,6 +20,7 @@ pub mod job;
 pub mod job_request;
 pub mod node;
 pub mod partition;
+pub mod preemption;
 pub mod qos;
 pub mod rejection;
 pub mod reservation;

@@ -11,6 +11,7 @@ use crate::ids::JobId;
 use crate::job::{Attempt, AttemptEnd, EndCause, Ending, JobState, PendingReason};
 use crate::node::NodeUse;
 use crate::partition::PreemptMode;
+use crate::preemption;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
 
@@ -214,24 +215,10 @@ fn wants_requeue(state: &ClusterState, job_id: JobId, cause: &EndCause) -> bool 
         EndCause::RequeueRequested { .. } => true,
         EndCause::NodeFailure { .. } | EndCause::GpuFailure { .. } => job.spec.requeue,
         EndCause::Preempted { .. } => {
-            job.spec.requeue && preempt_mode_of(state, job_id) == PreemptMode::Requeue
+            job.spec.requeue && preemption::mode_of(state, job) == PreemptMode::Requeue
         }
         EndCause::Exited(_) | EndCause::Cancelled { .. } | EndCause::TimeLimit => false,
     }
-}
-
-/// The preemption mode that applies to a job: its QOS's, else its partition's.
-pub(super) fn preempt_mode_of(state: &ClusterState, job_id: JobId) -> PreemptMode {
-    let Some(job) = state.jobs.get(&job_id) else {
-        return PreemptMode::Off;
-    };
-    let from_qos = job
-        .qos
-        .as_ref()
-        .and_then(|q| state.qos.get(q))
-        .and_then(|q| q.preempt_mode);
-    let from_partition = state.partitions.get(&job.partition).map(|p| p.preempt_mode);
-    from_qos.or(from_partition).unwrap_or_default()
 }
 
 /// Ends a job that never ran (cancelled while pending).

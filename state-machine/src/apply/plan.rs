@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use super::lifecycle::{begin_ending, preempt_mode_of, start_attempt};
+use super::lifecycle::{begin_ending, start_attempt};
+use crate::preemption;
 use crate::command::{Outcome, PlanOutcome, PlannedAllocation, PlannedPreemption};
 use crate::ids::JobId;
 use crate::job::{EndCause, Job, JobState, NodeAllocation, PendingReason, PreemptNotice};
@@ -88,42 +89,22 @@ fn check_preemption(
             planned.for_job
         ));
     }
-    if preempt_mode_of(state, planned.job) == PreemptMode::Off {
+    if preemption::mode_of(state, victim) == PreemptMode::Off {
         return Err("the job's partition and QOS do not allow preemption".into());
     }
-    let exempt_until = attempt
-        .started_at
-        .plus_secs(state.config.preempt_exempt_seconds);
-    if now < exempt_until {
+        if preemption::exempt_until(state, victim).is_some_and(|t| now < t) {
         return Err(format!(
             "the attempt started less than {} s ago (preempt_exempt_seconds)",
             state.config.preempt_exempt_seconds
         ));
     }
-    if !outranks(state, preemptor, victim) {
+    if !preemption::outranks(state, preemptor, victim) {
         return Err(format!(
             "job {} neither has a higher partition tier nor a QOS that preempts job {}'s",
             preemptor.id, victim.id
         ));
     }
     Ok(())
-}
-
-/// True when `preemptor` may take resources from `victim`: a higher partition
-/// priority tier, or a QOS that lists the victim's QOS as preemptable.
-fn outranks(state: &ClusterState, preemptor: &Job, victim: &Job) -> bool {
-    let tier = |job: &Job| {
-        state
-            .partitions
-            .get(&job.partition)
-            .map_or(0, |p| p.priority_tier)
-    };
-    let qos_preempts = preemptor
-        .qos
-        .as_ref()
-        .and_then(|q| state.qos.get(q))
-        .is_some_and(|q| victim.qos.as_ref().is_some_and(|v| q.preempts.contains(v)));
-    tier(preemptor) > tier(victim) || qos_preempts
 }
 
 fn begin_preemption(state: &mut ClusterState, planned: PlannedPreemption, now: Timestamp) {
