@@ -219,3 +219,73 @@ pub fn first_fit(
         nodes: parts,
     })
 }
+
+/// Nodes under one leaf switch of the synthetic fat tree.
+pub const NODES_PER_LEAF: u32 = 32;
+/// Leaf switches under one spine switch.
+pub const LEAVES_PER_SPINE: u32 = 16;
+
+/// A three-level fat tree over `nodes` nodes: 32 nodes per leaf switch, 16 leaves
+/// per spine, one core switch above the spines.
+pub fn fat_tree(nodes: u32) -> corral_state::topology::Topology {
+    use corral_state::topology::{Switch, Topology};
+    let mut topology = Topology::default();
+    let leaves = nodes.div_ceil(NODES_PER_LEAF);
+    let spines = leaves.div_ceil(LEAVES_PER_SPINE);
+    for leaf in 0..leaves {
+        let first = leaf * NODES_PER_LEAF;
+        let last = (first + NODES_PER_LEAF).min(nodes);
+        let switch = Switch {
+            nodes: (first..last).map(node_name).collect(),
+            children: Vec::new(),
+        };
+        topology.switches.insert(format!("leaf{leaf:04}"), switch);
+    }
+    for spine in 0..spines {
+        let first = spine * LEAVES_PER_SPINE;
+        let last = (first + LEAVES_PER_SPINE).min(leaves);
+        let switch = Switch {
+            nodes: Vec::new(),
+            children: (first..last).map(|l| format!("leaf{l:04}")).collect(),
+        };
+        topology.switches.insert(format!("spine{spine:03}"), switch);
+    }
+    let core = Switch {
+        nodes: Vec::new(),
+        children: (0..spines).map(|s| format!("spine{s:03}")).collect(),
+    };
+    topology.switches.insert("core".into(), core);
+    topology
+}
+
+/// Applies the fat tree to the cluster.
+pub fn add_fat_tree(state: &mut ClusterState, nodes: u32) -> anyhow::Result<()> {
+    apply(
+        state,
+        Command::SetTopology {
+            topology: fat_tree(nodes),
+            by: admin(),
+        },
+    )
+}
+
+/// One job of the scheduler benchmark's mix: 70% one GPU, 25% a whole node, 5% a
+/// gang of 16-512 whole nodes (log-uniform). Users are skewed towards the first few.
+pub fn scheduler_job(rng: &mut StdRng, gpus_per_node: u32) -> (JobSpec, BatchScript, Actor) {
+    let (mut spec, batch, by) = job(rng, gpus_per_node);
+    let roll: f64 = rng.random_range(0.0..1.0);
+    let (nodes, gpus) = if roll < 0.70 {
+        (1, 1)
+    } else if roll < 0.95 {
+        (1, gpus_per_node)
+    } else {
+        let log2 = rng.random_range(4.0f64..=9.0);
+        (log2.exp2().round() as u32, gpus_per_node)
+    };
+    spec.nodes = nodes;
+    spec.gpus_per_node = (gpus > 0).then_some(GpuRequest {
+        gpu_type: None,
+        count: gpus,
+    });
+    (spec, batch, by)
+}

@@ -19,7 +19,9 @@ pub struct Holds {
 impl Holds {
     /// No holds on `nodes` nodes.
     pub fn new(nodes: usize) -> Self {
-        Holds { earliest: vec![None; nodes] }
+        Holds {
+            earliest: vec![None; nodes],
+        }
     }
 
     /// True when a job starting `now` with `limit` may use `node` without
@@ -74,15 +76,24 @@ impl Releases {
     pub fn from_state(state: &ClusterState, view: &View<'_>) -> Self {
         let mut releases = Releases::default();
         for job in state.active_jobs() {
-            let Some(attempt) = job.live_attempt() else { continue };
+            let Some(attempt) = job.live_attempt() else {
+                continue;
+            };
             let at = match (job.state, job.time_limit) {
-                (JobState::Completing, _) => view.now,
-                (_, TimeLimit::Seconds(secs)) => attempt.started_at.plus_secs(secs).max(view.now),
+                (JobState::Completing, _) => view.now(),
+                (_, TimeLimit::Seconds(secs)) => attempt.started_at.plus_secs(secs).max(view.now()),
                 (_, TimeLimit::Unlimited) => continue,
             };
-            let held = |node: &str| attempt.ending.as_ref().is_none_or(|e| e.unreleased.contains(node));
+            let held = |node: &str| {
+                attempt
+                    .ending
+                    .as_ref()
+                    .is_none_or(|e| e.unreleased.contains(node))
+            };
             for part in attempt.allocation.iter().filter(|p| held(&p.node)) {
-                let Some(&node) = view.index_of.get(part.node.as_str()) else { continue };
+                let Some(node) = view.index(&part.node) else {
+                    continue;
+                };
                 releases.events.push(Release {
                     at,
                     node,
@@ -98,12 +109,21 @@ impl Releases {
     }
 
     /// Adds the releases of an allocation planned this pass.
-    pub fn add_planned(&mut self, view: &View<'_>, job: &Job, nodes: &[corral_state::job::NodeAllocation]) {
-        let TimeLimit::Seconds(secs) = job.time_limit else { return };
+    pub fn add_planned(
+        &mut self,
+        view: &View<'_>,
+        job: &Job,
+        nodes: &[corral_state::job::NodeAllocation],
+    ) {
+        let TimeLimit::Seconds(secs) = job.time_limit else {
+            return;
+        };
         for part in nodes {
-            let Some(&node) = view.index_of.get(part.node.as_str()) else { continue };
+            let Some(node) = view.index(&part.node) else {
+                continue;
+            };
             self.events.push(Release {
-                at: view.now.plus_secs(secs),
+                at: view.now().plus_secs(secs),
                 node,
                 gpus: part.gpus.clone(),
                 cpus: part.cpus,
@@ -134,20 +154,27 @@ pub fn earliest_start(
     job: &Job,
     allowed: &dyn Fn(usize) -> bool,
 ) -> Option<(Timestamp, Vec<usize>)> {
-    let member = view.partition_member.get(job.partition.as_str())?;
+    let member = view.layout.partition_member.get(job.partition.as_str())?;
     let demand = job.resources.total_gpus();
     let counts = |i: usize| member[i] && allowed(i) && view.nodes[i].accepts_work;
-    let mut free_gpus: u64 = (0..view.nodes.len()).filter(|i| counts(*i)).map(|i| view.nodes[i].free_gpus.len() as u64).sum();
-    let mut future = view.clone();
-    let constraints = Constraints { allowed, enforce_switches: false };
+    let mut free_gpus: u64 = (0..view.nodes.len())
+        .filter(|i| counts(*i))
+        .map(|i| u64::from(view.nodes[i].free_gpu_count()))
+        .sum();
+    let mut future = view.simulation();
+    let constraints = Constraints {
+        allowed,
+        enforce_switches: false,
+    };
     let events = releases.events();
     let mut next = 0;
     while next < events.len() {
         let at = events[next].at;
         while next < events.len() && events[next].at == at {
             let e = &events[next];
-            future.give_back(e.node, &e.gpus, e.cpus, e.memory_mb, e.exclusive);
+            // Nodes the job may not use need not be simulated at all.
             if counts(e.node) {
+                future.give_back(e.node, &e.gpus, e.cpus, e.memory_mb, e.exclusive);
                 free_gpus += e.gpus.len() as u64;
             }
             next += 1;
@@ -156,7 +183,7 @@ pub fn earliest_start(
             continue;
         }
         if let Ok(nodes) = place(&future, job, &constraints) {
-            let indices = nodes.iter().filter_map(|n| view.index_of.get(n.node.as_str()).copied()).collect();
+            let indices = nodes.iter().filter_map(|n| view.index(&n.node)).collect();
             return Some((at, indices));
         }
     }

@@ -18,7 +18,12 @@ pub enum DependencyStatus {
 
 /// Evaluates the job's dependency at `now`. `singleton_busy` answers whether
 /// another job of the same user and name is running or being started this pass.
-pub fn status(state: &ClusterState, job: &Job, now: Timestamp, singleton_busy: bool) -> DependencyStatus {
+pub fn status(
+    state: &ClusterState,
+    job: &Job,
+    now: Timestamp,
+    singleton_busy: bool,
+) -> DependencyStatus {
     let Some(spec) = &job.spec.dependency else {
         return DependencyStatus::Satisfied;
     };
@@ -28,7 +33,10 @@ pub fn status(state: &ClusterState, job: &Job, now: Timestamp, singleton_busy: b
     if spec.conditions.is_empty() {
         return DependencyStatus::Satisfied;
     }
-    let results = spec.conditions.iter().map(|c| condition(state, job, c, now));
+    let results = spec
+        .conditions
+        .iter()
+        .map(|c| condition(state, job, c, now));
     if spec.any_of {
         let results: Vec<DependencyStatus> = results.collect();
         if results.contains(&DependencyStatus::Satisfied) {
@@ -72,15 +80,22 @@ fn targets<'s>(state: &'s ClusterState, job: &Job, c: &DependencyCondition) -> V
         .map(|(_, j)| j)
         .take_while(|j| j.array.is_some_and(|a| a.array_job_id == named.id));
     match (c.kind, c.array_task, job.array) {
-        (_, Some(task), _) => tasks.filter(|j| j.array.is_some_and(|a| a.task_id == task)).collect(),
-        (DependencyKind::AfterCorr, None, Some(mine)) => {
-            tasks.filter(|j| j.array.is_some_and(|a| a.task_id == mine.task_id)).collect()
-        }
+        (_, Some(task), _) => tasks
+            .filter(|j| j.array.is_some_and(|a| a.task_id == task))
+            .collect(),
+        (DependencyKind::AfterCorr, None, Some(mine)) => tasks
+            .filter(|j| j.array.is_some_and(|a| a.task_id == mine.task_id))
+            .collect(),
         _ => tasks.collect(),
     }
 }
 
-fn condition(state: &ClusterState, job: &Job, c: &DependencyCondition, now: Timestamp) -> DependencyStatus {
+fn condition(
+    state: &ClusterState,
+    job: &Job,
+    c: &DependencyCondition,
+    now: Timestamp,
+) -> DependencyStatus {
     let targets = targets(state, job, c);
     if targets.is_empty() {
         // The named job is gone (or the array has no such task): nothing can
@@ -96,13 +111,23 @@ fn one(target: &Job, c: &DependencyCondition, now: Timestamp) -> DependencyStatu
     let terminal = target.state.is_terminal();
     match c.kind {
         DependencyKind::After => {
-            let began = target.attempts.first().map(|a| a.started_at).or(target.ended_at);
+            let began = target
+                .attempts
+                .first()
+                .map(|a| a.started_at)
+                .or(target.ended_at);
             match began {
                 Some(at) if at.plus_secs(u64::from(c.delay_minutes) * 60) <= now => Satisfied,
                 _ => Waiting,
             }
         }
-        DependencyKind::AfterAny => if terminal { Satisfied } else { Waiting },
+        DependencyKind::AfterAny => {
+            if terminal {
+                Satisfied
+            } else {
+                Waiting
+            }
+        }
         DependencyKind::AfterOk | DependencyKind::AfterCorr => match (terminal, ended_ok) {
             (true, true) => Satisfied,
             (true, false) => Never,

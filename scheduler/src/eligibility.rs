@@ -33,29 +33,49 @@ impl<'s> Usage<'s> {
     pub fn add(&mut self, job: &'s Job) {
         let gpus = job.resources.total_gpus();
         if let Some(qos) = job.qos.as_deref() {
-            *self.gpus_by_qos_account.entry((qos, job.account.as_str())).or_default() += gpus;
-            *self.gpus_by_qos_user.entry((qos, job.spec.user.as_str())).or_default() += gpus;
-            *self.jobs_by_qos_user.entry((qos, job.spec.user.as_str())).or_default() += 1;
+            *self
+                .gpus_by_qos_account
+                .entry((qos, job.account.as_str()))
+                .or_default() += gpus;
+            *self
+                .gpus_by_qos_user
+                .entry((qos, job.spec.user.as_str()))
+                .or_default() += gpus;
+            *self
+                .jobs_by_qos_user
+                .entry((qos, job.spec.user.as_str()))
+                .or_default() += 1;
         }
         if let Some(array) = job.array {
             *self.tasks_by_array.entry(array.array_job_id).or_default() += 1;
         }
-        self.singletons.insert((job.spec.user.as_str(), job.spec.name.as_str()));
+        self.singletons
+            .insert((job.spec.user.as_str(), job.spec.name.as_str()));
     }
 }
 
 /// `Ok` when nothing but resources stands between the job and a start.
-pub fn check(state: &ClusterState, job: &Job, now: Timestamp, usage: &Usage<'_>) -> Result<(), PendingReason> {
+pub fn check(
+    state: &ClusterState,
+    job: &Job,
+    now: Timestamp,
+    usage: &Usage<'_>,
+) -> Result<(), PendingReason> {
     if job.state == JobState::RequeueHold {
         return Err(PendingReason::JobHoldMaxRequeue);
     }
     match job.hold {
-        Some(_) if job.reason == PendingReason::ReservationDeleted => return Err(PendingReason::ReservationDeleted),
+        Some(_) if job.reason == PendingReason::ReservationDeleted => {
+            return Err(PendingReason::ReservationDeleted);
+        }
         Some(Hold::User) => return Err(PendingReason::JobHeldUser),
         Some(Hold::Admin) => return Err(PendingReason::JobHeldAdmin),
         None => {}
     }
-    let partition = state.partitions().get(&job.partition).ok_or(PendingReason::PartitionDown)?;
+    let partition = state
+        .partitions()
+        .get(&job.partition)
+        .ok_or(PendingReason::PartitionDown)?;
     if !partition.up {
         return Err(PendingReason::PartitionDown);
     }
@@ -63,7 +83,9 @@ pub fn check(state: &ClusterState, job: &Job, now: Timestamp, usage: &Usage<'_>)
         return Err(PendingReason::PartitionTimeLimit);
     }
     let singleton_busy = job.spec.dependency.as_ref().is_some_and(|d| d.singleton)
-        && usage.singletons.contains(&(job.spec.user.as_str(), job.spec.name.as_str()));
+        && usage
+            .singletons
+            .contains(&(job.spec.user.as_str(), job.spec.name.as_str()));
     match dependency::status(state, job, now, singleton_busy) {
         DependencyStatus::Satisfied => {}
         DependencyStatus::Waiting => return Err(PendingReason::Dependency),
@@ -71,7 +93,11 @@ pub fn check(state: &ClusterState, job: &Job, now: Timestamp, usage: &Usage<'_>)
     }
     if let Some(array) = job.array {
         let throttle = job.spec.array.as_ref().and_then(|a| a.throttle);
-        let running = usage.tasks_by_array.get(&array.array_job_id).copied().unwrap_or(0);
+        let running = usage
+            .tasks_by_array
+            .get(&array.array_job_id)
+            .copied()
+            .unwrap_or(0);
         if throttle.is_some_and(|limit| running >= limit) {
             return Err(PendingReason::JobArrayTaskLimit);
         }
@@ -95,8 +121,15 @@ fn check_qos(state: &ClusterState, job: &Job, usage: &Usage<'_>) -> Result<(), P
     };
     let name = qos.name.as_str();
     let gpus = job.resources.total_gpus();
-    let account_gpus = usage.gpus_by_qos_account.get(&(name, job.account.as_str())).copied().unwrap_or(0);
-    if qos.grp_gpus_per_account.is_some_and(|limit| account_gpus + gpus > u64::from(limit)) {
+    let account_gpus = usage
+        .gpus_by_qos_account
+        .get(&(name, job.account.as_str()))
+        .copied()
+        .unwrap_or(0);
+    if qos
+        .grp_gpus_per_account
+        .is_some_and(|limit| account_gpus + gpus > u64::from(limit))
+    {
         return Err(PendingReason::QosGrpGpuLimit);
     }
     if let Some(limit) = qos.grp_gpu_minutes_per_account {
@@ -109,12 +142,26 @@ fn check_qos(state: &ClusterState, job: &Job, usage: &Usage<'_>) -> Result<(), P
             return Err(PendingReason::QosGrpGpuRunMinutes);
         }
     }
-    let user_gpus = usage.gpus_by_qos_user.get(&(name, job.spec.user.as_str())).copied().unwrap_or(0);
-    if qos.max_gpus_per_user.is_some_and(|limit| user_gpus + gpus > u64::from(limit)) {
+    let user_gpus = usage
+        .gpus_by_qos_user
+        .get(&(name, job.spec.user.as_str()))
+        .copied()
+        .unwrap_or(0);
+    if qos
+        .max_gpus_per_user
+        .is_some_and(|limit| user_gpus + gpus > u64::from(limit))
+    {
         return Err(PendingReason::QosMaxGpuPerUser);
     }
-    let user_jobs = usage.jobs_by_qos_user.get(&(name, job.spec.user.as_str())).copied().unwrap_or(0);
-    if qos.max_jobs_per_user.is_some_and(|limit| user_jobs >= limit) {
+    let user_jobs = usage
+        .jobs_by_qos_user
+        .get(&(name, job.spec.user.as_str()))
+        .copied()
+        .unwrap_or(0);
+    if qos
+        .max_jobs_per_user
+        .is_some_and(|limit| user_jobs >= limit)
+    {
         return Err(PendingReason::QosMaxJobsPerUser);
     }
     Ok(())

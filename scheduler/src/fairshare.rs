@@ -21,11 +21,18 @@ impl FairShare {
         let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for account in accounts.values() {
             if let Some(parent) = &account.parent {
-                children.entry(parent.as_str()).or_default().push(account.name.as_str());
+                children
+                    .entry(parent.as_str())
+                    .or_default()
+                    .push(account.name.as_str());
             }
         }
         let direct = |name: &str| {
-            state.accounting().by_account.get(name).map_or(0.0, |u| u.decayed_gpu_ms as f64)
+            state
+                .accounting()
+                .by_account
+                .get(name)
+                .map_or(0.0, |u| u.decayed_gpu_ms as f64)
         };
         // Subtree usage, children before parents (iterative post-order).
         let mut subtree: BTreeMap<&str, f64> = BTreeMap::new();
@@ -33,7 +40,11 @@ impl FairShare {
         while let Some((name, expanded)) = stack.pop() {
             let kids = children.get(name).map(Vec::as_slice).unwrap_or(&[]);
             if expanded {
-                let total = direct(name) + kids.iter().map(|k| subtree.get(k).copied().unwrap_or(0.0)).sum::<f64>();
+                let total = direct(name)
+                    + kids
+                        .iter()
+                        .map(|k| subtree.get(k).copied().unwrap_or(0.0))
+                        .sum::<f64>();
                 subtree.insert(name, total);
             } else {
                 stack.push((name, true));
@@ -44,14 +55,30 @@ impl FairShare {
         let mut factors = BTreeMap::new();
         let mut stack = vec![(ROOT_ACCOUNT, 1.0f64)];
         while let Some((name, share)) = stack.pop() {
-            let usage = if total_usage > 0.0 { subtree.get(name).copied().unwrap_or(0.0) / total_usage } else { 0.0 };
-            let factor = if share > 0.0 { (-usage / share).exp2() } else { 0.0 };
+            let usage = if total_usage > 0.0 {
+                subtree.get(name).copied().unwrap_or(0.0) / total_usage
+            } else {
+                0.0
+            };
+            let factor = if share > 0.0 {
+                (-usage / share).exp2()
+            } else {
+                0.0
+            };
             factors.insert(name.to_string(), factor);
             let kids = children.get(name).map(Vec::as_slice).unwrap_or(&[]);
-            let sibling_shares: f64 = kids.iter().filter_map(|k| accounts.get(*k)).map(|a| f64::from(a.shares)).sum();
+            let sibling_shares: f64 = kids
+                .iter()
+                .filter_map(|k| accounts.get(*k))
+                .map(|a| f64::from(a.shares))
+                .sum();
             for kid in kids {
                 let own = accounts.get(*kid).map_or(0.0, |a| f64::from(a.shares));
-                let normalised = if sibling_shares > 0.0 { share * own / sibling_shares } else { 0.0 };
+                let normalised = if sibling_shares > 0.0 {
+                    share * own / sibling_shares
+                } else {
+                    0.0
+                };
                 stack.push((kid, normalised));
             }
         }

@@ -38,7 +38,12 @@ impl PriorityContext {
             fairshare: FairShare::compute(state),
             total_gpus: state.nodes().values().map(|n| n.gpus.len() as u64).sum(),
             total_nodes: state.nodes().len() as u64,
-            max_tier: state.partitions().values().map(|p| p.priority_tier).max().unwrap_or(0),
+            max_tier: state
+                .partitions()
+                .values()
+                .map(|p| p.priority_tier)
+                .max()
+                .unwrap_or(0),
             max_qos_priority: state.qos().values().map(|q| q.priority).max().unwrap_or(0),
         }
     }
@@ -46,15 +51,28 @@ impl PriorityContext {
     /// The job's factors at `now`.
     pub fn factors(&self, state: &ClusterState, job: &Job, now: Timestamp) -> Factors {
         let weights = &state.config().priority;
-        let ratio = |num: f64, den: f64| if den > 0.0 { (num / den).clamp(0.0, 1.0) } else { 0.0 };
+        let ratio = |num: f64, den: f64| {
+            if den > 0.0 {
+                (num / den).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        };
         let waited = now.secs_since(job.eligible_since) as f64;
         let job_size = if job.resources.gpus_per_node > 0 {
             ratio(job.resources.total_gpus() as f64, self.total_gpus as f64)
         } else {
             ratio(f64::from(job.resources.nodes), self.total_nodes as f64)
         };
-        let tier = state.partitions().get(&job.partition).map_or(0, |p| p.priority_tier);
-        let qos = job.qos.as_ref().and_then(|q| state.qos().get(q)).map_or(0, |q| q.priority);
+        let tier = state
+            .partitions()
+            .get(&job.partition)
+            .map_or(0, |p| p.priority_tier);
+        let qos = job
+            .qos
+            .as_ref()
+            .and_then(|q| state.qos().get(q))
+            .map_or(0, |q| q.priority);
         Factors {
             age: ratio(waited, weights.max_age_seconds as f64),
             fairshare: self.fairshare.factor(&job.account),

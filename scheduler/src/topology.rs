@@ -32,15 +32,30 @@ pub struct TopologyIndex {
 
 impl TopologyIndex {
     /// Builds the index; `node_index` maps node names to the pass's numbering.
-    pub fn build(topology: &Topology, node_index: &BTreeMap<&str, usize>, node_count: usize) -> Self {
-        let mut index = TopologyIndex { leaf_of: vec![None; node_count], ..Default::default() };
+    pub fn build(
+        topology: &Topology,
+        node_index: &BTreeMap<&str, usize>,
+        node_count: usize,
+    ) -> Self {
+        let mut index = TopologyIndex {
+            leaf_of: vec![None; node_count],
+            ..Default::default()
+        };
         let levels = switch_levels(topology);
         let mut order: Vec<(&String, u32)> = levels.iter().map(|(n, l)| (*n, *l)).collect();
         order.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)));
-        let position: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
+        let position: BTreeMap<&str, usize> = order
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.as_str(), i))
+            .collect();
         for (name, level) in &order {
             let switch = &topology.switches[*name];
-            let nodes: Vec<usize> = switch.nodes.iter().filter_map(|n| node_index.get(n.as_str()).copied()).collect();
+            let nodes: Vec<usize> = switch
+                .nodes
+                .iter()
+                .filter_map(|n| node_index.get(n.as_str()).copied())
+                .collect();
             let mut leaves = Vec::new();
             if *level == 0 {
                 leaves.push(position[name.as_str()]);
@@ -52,7 +67,12 @@ impl TopologyIndex {
             }
             leaves.sort_unstable();
             leaves.dedup();
-            index.switches.push(SwitchIndex { name: (*name).clone(), level: *level, leaves, nodes });
+            index.switches.push(SwitchIndex {
+                name: (*name).clone(),
+                level: *level,
+                leaves,
+                nodes,
+            });
         }
         for (i, switch) in index.switches.iter().enumerate() {
             for &node in &switch.nodes {
@@ -77,7 +97,11 @@ fn switch_levels(topology: &Topology) -> BTreeMap<&String, u32> {
     for _ in 0..=topology.switches.len() {
         let mut changed = false;
         for (name, switch) in &topology.switches {
-            let child_levels: Option<Vec<u32>> = switch.children.iter().map(|c| levels.get(c).copied()).collect();
+            let child_levels: Option<Vec<u32>> = switch
+                .children
+                .iter()
+                .map(|c| levels.get(c).copied())
+                .collect();
             let level = match child_levels {
                 Some(ls) if switch.children.is_empty() => ls.into_iter().max().unwrap_or(0),
                 Some(ls) => ls.into_iter().max().unwrap_or(0) + 1,
@@ -100,7 +124,12 @@ fn block_groups(topology: &Topology, node_index: &BTreeMap<&str, usize>) -> Vec<
     let blocks: Vec<Vec<usize>> = topology
         .blocks
         .iter()
-        .map(|b| b.nodes.iter().filter_map(|n| node_index.get(n.as_str()).copied()).collect())
+        .map(|b| {
+            b.nodes
+                .iter()
+                .filter_map(|n| node_index.get(n.as_str()).copied())
+                .collect()
+        })
         .collect();
     if blocks.is_empty() {
         return Vec::new();
@@ -115,7 +144,10 @@ fn block_groups(topology: &Topology, node_index: &BTreeMap<&str, usize>) -> Vec<
         .into_iter()
         .map(|size| {
             let per_group = (size / base).max(1);
-            blocks.chunks(per_group).map(|chunk| chunk.concat()).collect()
+            blocks
+                .chunks(per_group)
+                .map(|chunk| chunk.concat())
+                .collect()
         })
         .collect()
 }

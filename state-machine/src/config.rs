@@ -25,7 +25,9 @@ impl Default for PriorityWeights {
         PriorityWeights {
             age: 1_000,
             fairshare: 10_000,
-            job_size: 1_000,
+            // Slurm's default too: favouring size lets large jobs overtake older
+            // ones, a choice a site should make deliberately.
+            job_size: 0,
             partition: 10_000,
             qos: 10_000,
             max_age_seconds: 7 * 24 * 3600,
@@ -46,7 +48,7 @@ pub struct ClusterConfig {
     pub max_requeue: u32,
     /// Grace between the preemption signal and the kill, seconds.
     pub preempt_grace_seconds: u64,
-        /// An attempt younger than this is not preempted, seconds (Slurm's
+    /// An attempt younger than this is not preempted, seconds (Slurm's
     /// PreemptExemptTime); a requeued job's new attempt is exempt again, so this
     /// also keeps a job from being preempted over and over.
     pub preempt_exempt_seconds: u64,
@@ -77,7 +79,7 @@ impl Default for ClusterConfig {
             max_active_jobs: 1_000_000,
             max_array_tasks: 10_001,
             max_batch_bytes: 4 * 1024 * 1024,
-                        enforce_associations: true,
+            enforce_associations: true,
             backfill_reservations: 16,
         }
     }

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{AttemptNumber, JobId};
 use crate::time::Timestamp;
 
+/// The most GPUs one node may have (the scheduler tracks free GPUs in a 64-bit mask).
+pub const MAX_GPUS_PER_NODE: usize = 64;
+
 /// A node as configured by an administrator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeDefinition {

@@ -9,7 +9,11 @@ use crate::time::Timestamp;
 
 /// The preemption mode that applies to a job: its QOS's, else its partition's.
 pub fn mode_of(state: &ClusterState, job: &Job) -> PreemptMode {
-    let from_qos = job.qos.as_ref().and_then(|q| state.qos.get(q)).and_then(|q| q.preempt_mode);
+    let from_qos = job
+        .qos
+        .as_ref()
+        .and_then(|q| state.qos.get(q))
+        .and_then(|q| q.preempt_mode);
     let from_partition = state.partitions.get(&job.partition).map(|p| p.preempt_mode);
     from_qos.or(from_partition).unwrap_or_default()
 }
@@ -17,7 +21,12 @@ pub fn mode_of(state: &ClusterState, job: &Job) -> PreemptMode {
 /// True when `preemptor` may take resources from `victim`: a higher partition
 /// priority tier, or a QOS that lists the victim's QOS as preemptable.
 pub fn outranks(state: &ClusterState, preemptor: &Job, victim: &Job) -> bool {
-    let tier = |job: &Job| state.partitions.get(&job.partition).map_or(0, |p| p.priority_tier);
+    let tier = |job: &Job| {
+        state
+            .partitions
+            .get(&job.partition)
+            .map_or(0, |p| p.priority_tier)
+    };
     let qos_preempts = preemptor
         .qos
         .as_ref()
@@ -30,7 +39,11 @@ pub fn outranks(state: &ClusterState, preemptor: &Job, victim: &Job) -> bool {
 /// after it started), or `None` without a live attempt.
 pub fn exempt_until(state: &ClusterState, victim: &Job) -> Option<Timestamp> {
     let attempt = victim.live_attempt()?;
-    Some(attempt.started_at.plus_secs(state.config.preempt_exempt_seconds))
+    Some(
+        attempt
+            .started_at
+            .plus_secs(state.config.preempt_exempt_seconds),
+    )
 }
 
 /// True when `victim` can be preempted for `preemptor` at `now`: it runs, is not
@@ -38,7 +51,9 @@ pub fn exempt_until(state: &ClusterState, victim: &Job) -> Option<Timestamp> {
 /// and its attempt is past the exempt time.
 pub fn may_preempt(state: &ClusterState, preemptor: &Job, victim: &Job, now: Timestamp) -> bool {
     let running = victim.state == crate::job::JobState::Running
-        && victim.live_attempt().is_some_and(|a| a.ending.is_none() && a.preemption.is_none());
+        && victim
+            .live_attempt()
+            .is_some_and(|a| a.ending.is_none() && a.preemption.is_none());
     running
         && preemptor.id != victim.id
         && mode_of(state, victim) != PreemptMode::Off

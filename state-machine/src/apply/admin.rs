@@ -90,6 +90,14 @@ pub(super) fn define_nodes(
         if def.cpus == 0 {
             return refuse(format!("node '{}' must have at least one CPU", def.name));
         }
+        if def.gpus.len() > crate::node::MAX_GPUS_PER_NODE {
+            return refuse(format!(
+                "node '{}' has {} GPUs; corral supports at most {} per node",
+                def.name,
+                def.gpus.len(),
+                crate::node::MAX_GPUS_PER_NODE
+            ));
+        }
         if let Some((i, _)) = def
             .gpus
             .iter()

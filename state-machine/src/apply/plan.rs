@@ -6,12 +6,12 @@
 use std::collections::BTreeSet;
 
 use super::lifecycle::{begin_ending, start_attempt};
-use crate::preemption;
 use crate::command::{Outcome, PlanOutcome, PlannedAllocation, PlannedPreemption};
 use crate::ids::JobId;
 use crate::job::{EndCause, Job, JobState, NodeAllocation, PendingReason, PreemptNotice};
 use crate::node::Node;
 use crate::partition::PreemptMode;
+use crate::preemption;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
 
@@ -92,7 +92,7 @@ fn check_preemption(
     if preemption::mode_of(state, victim) == PreemptMode::Off {
         return Err("the job's partition and QOS do not allow preemption".into());
     }
-        if preemption::exempt_until(state, victim).is_some_and(|t| now < t) {
+    if preemption::exempt_until(state, victim).is_some_and(|t| now < t) {
         return Err(format!(
             "the attempt started less than {} s ago (preempt_exempt_seconds)",
             state.config.preempt_exempt_seconds
