@@ -27,6 +27,8 @@ pub mod reservation;
 pub mod slurm;
 pub mod snapshot;
 pub mod state;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod topology;
 
