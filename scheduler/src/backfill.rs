@@ -3,7 +3,7 @@
 //! job may use a held node only if its own time limit ends before the hold starts,
 //! so it can never delay the held job.
 
-use corral_state::job::{Job, JobState};
+use corral_state::job::{Job, JobState, NodeAllocation};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::{ClusterState, Timestamp};
 
@@ -65,24 +65,34 @@ pub struct Release {
     pub exclusive: bool,
 }
 
-/// The release timeline, sorted by time then node.
+/// The release timeline. Events are appended as the pass plans and sorted by
+/// time (then node) only when read.
 #[derive(Debug, Clone, Default)]
 pub struct Releases {
     events: Vec<Release>,
+    sorted: bool,
 }
 
 impl Releases {
-    /// Releases of every live attempt. Attempts without a time limit never release.
+    /// Releases of every live attempt: a completing one now, one being preempted
+    /// at its grace deadline, others at their time limit. Attempts without a time
+    /// limit (and not being preempted) never release.
     pub fn from_state(state: &ClusterState, view: &View<'_>) -> Self {
         let mut releases = Releases::default();
         for job in state.active_jobs() {
             let Some(attempt) = job.live_attempt() else {
                 continue;
             };
-            let at = match (job.state, job.time_limit) {
-                (JobState::Completing, _) => view.now(),
-                (_, TimeLimit::Seconds(secs)) => attempt.started_at.plus_secs(secs).max(view.now()),
-                (_, TimeLimit::Unlimited) => continue,
+            let by_limit = match job.time_limit {
+                TimeLimit::Seconds(secs) => Some(attempt.started_at.plus_secs(secs)),
+                TimeLimit::Unlimited => None,
+            };
+            let by_preemption = attempt.preemption.as_ref().map(|p| p.deadline);
+            let at = match (job.state, by_limit, by_preemption) {
+                (JobState::Completing, _, _) => view.now(),
+                (_, Some(a), Some(b)) => a.min(b),
+                (_, Some(a), None) | (_, None, Some(a)) => a,
+                (_, None, None) => continue,
             };
             let held = |node: &str| {
                 attempt
@@ -91,101 +101,117 @@ impl Releases {
                     .is_none_or(|e| e.unreleased.contains(node))
             };
             for part in attempt.allocation.iter().filter(|p| held(&p.node)) {
-                let Some(node) = view.index(&part.node) else {
-                    continue;
-                };
-                releases.events.push(Release {
-                    at,
-                    node,
-                    gpus: part.gpus.clone(),
-                    cpus: part.cpus,
-                    memory_mb: part.memory_mb,
-                    exclusive: job.resources.exclusive,
-                });
+                releases.push(view, job, part, at.max(view.now()));
             }
         }
-        releases.sort();
         releases
     }
 
-    /// Adds the releases of an allocation planned this pass.
-    pub fn add_planned(
-        &mut self,
-        view: &View<'_>,
-        job: &Job,
-        nodes: &[corral_state::job::NodeAllocation],
-    ) {
+    fn push(&mut self, view: &View<'_>, job: &Job, part: &NodeAllocation, at: Timestamp) {
+        let Some(node) = view.index(&part.node) else {
+            return;
+        };
+        self.events.push(Release {
+            at,
+            node,
+            gpus: part.gpus.clone(),
+            cpus: part.cpus,
+            memory_mb: part.memory_mb,
+            exclusive: job.resources.exclusive,
+        });
+        self.sorted = false;
+    }
+
+    /// Adds the releases of an allocation planned this pass (at its time limit).
+    pub fn add_planned(&mut self, view: &View<'_>, job: &Job, nodes: &[NodeAllocation]) {
         let TimeLimit::Seconds(secs) = job.time_limit else {
             return;
         };
         for part in nodes {
-            let Some(node) = view.index(&part.node) else {
-                continue;
-            };
-            self.events.push(Release {
-                at: view.now().plus_secs(secs),
-                node,
-                gpus: part.gpus.clone(),
-                cpus: part.cpus,
-                memory_mb: part.memory_mb,
-                exclusive: job.resources.exclusive,
-            });
+            self.push(view, job, part, view.now().plus_secs(secs));
         }
-        self.sort();
-    }
-
-    fn sort(&mut self) {
-        self.events.sort_by_key(|e| (e.at, e.node));
     }
 
     /// The releases, in time order.
-    pub fn events(&self) -> &[Release] {
+    pub fn events(&mut self) -> &[Release] {
+        if !self.sorted {
+            self.events.sort_by_key(|e| (e.at, e.node));
+            self.sorted = true;
+        }
         &self.events
     }
 }
 
+/// Where a blocked job may go at a given future start time.
+pub struct Search<'a> {
+    /// True when the job may use node `i` if it starts at the given time (holds,
+    /// reservations over its run).
+    pub allowed_at: &'a dyn Fn(usize, Timestamp) -> bool,
+    /// Times worth trying besides releases (e.g. when reservations end).
+    pub extra_times: &'a [Timestamp],
+    /// Whether `--switches` binds.
+    pub enforce_switches: bool,
+}
+
 /// The earliest time and nodes at which `job` could start if running jobs end at
-/// their time limits, on nodes `allowed` (the caller excludes nodes held for
-/// higher-priority jobs and reserved ones). `None` when it cannot start before
+/// their time limits (or preemption deadlines). `None` when it cannot start before
 /// every known release (e.g. the cluster is full of jobs without time limits).
 pub fn earliest_start(
     view: &View<'_>,
-    releases: &Releases,
+    releases: &mut Releases,
     job: &Job,
-    allowed: &dyn Fn(usize) -> bool,
+    search: &Search<'_>,
 ) -> Option<(Timestamp, Vec<usize>)> {
     let member = view.layout.partition_member.get(job.partition.as_str())?;
     let demand = job.resources.total_gpus();
-    let counts = |i: usize| member[i] && allowed(i) && view.nodes[i].accepts_work;
+    // A time-independent upper bound for the quick capacity check.
+    let counts = |i: usize| member[i] && view.nodes[i].accepts_work;
     let mut free_gpus: u64 = (0..view.nodes.len())
         .filter(|i| counts(*i))
         .map(|i| u64::from(view.nodes[i].free_gpu_count()))
         .sum();
     let mut future = view.simulation();
-    let constraints = Constraints {
-        allowed,
-        enforce_switches: false,
-    };
     let events = releases.events();
-    let mut next = 0;
-    while next < events.len() {
-        let at = events[next].at;
+    let mut extra: Vec<Timestamp> = search
+        .extra_times
+        .iter()
+        .copied()
+        .filter(|t| *t > view.now())
+        .collect();
+    extra.sort_unstable();
+    let (mut next, mut next_extra) = (0, 0);
+    loop {
+        let at = match (events.get(next).map(|e| e.at), extra.get(next_extra)) {
+            (Some(a), Some(b)) => a.min(*b),
+            (Some(a), None) => a,
+            (None, Some(b)) => *b,
+            (None, None) => return None,
+        };
         while next < events.len() && events[next].at == at {
             let e = &events[next];
-            // Nodes the job may not use need not be simulated at all.
+            // Nodes the job may never use need not be simulated at all.
             if counts(e.node) {
                 future.give_back(e.node, &e.gpus, e.cpus, e.memory_mb, e.exclusive);
                 free_gpus += e.gpus.len() as u64;
             }
             next += 1;
         }
+        while next_extra < extra.len() && extra[next_extra] == at {
+            next_extra += 1;
+        }
         if free_gpus < demand {
             continue;
         }
+        let allowed = |i: usize| (search.allowed_at)(i, at);
+        let constraints = Constraints {
+            allowed: &allowed,
+            enforce_switches: search.enforce_switches,
+        };
         if let Ok(nodes) = place(&future, job, &constraints) {
-            let indices = nodes.iter().filter_map(|n| view.index(&n.node)).collect();
-            return Some((at, indices));
+            return Some((
+                at,
+                nodes.iter().filter_map(|n| view.index(&n.node)).collect(),
+            ));
         }
     }
-    None
 }

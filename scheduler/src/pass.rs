@@ -62,25 +62,32 @@ impl<'s> ShapeFamily<'s> {
     }
 }
 
-/// Failed (node count, time limit) pairs per family; a job fails if some failed
-/// pair is no larger in both.
+/// Failed (node count, time limit) pairs per family, with why they failed; a job
+/// fails if some failed pair is no larger in both.
 #[derive(Default)]
 struct FailedShapes<'s> {
-    by_family: HashMap<ShapeFamily<'s>, Vec<(u32, TimeLimit)>>,
+    by_family: HashMap<ShapeFamily<'s>, Vec<(u32, TimeLimit, PlaceFailure)>>,
 }
 
 impl<'s> FailedShapes<'s> {
-    fn known_to_fail(&self, family: &ShapeFamily<'s>, nodes: u32, limit: TimeLimit) -> bool {
-        self.by_family
-            .get(family)
-            .is_some_and(|failed| failed.iter().any(|(n, l)| *n <= nodes && *l <= limit))
+    fn known_failure(
+        &self,
+        family: &ShapeFamily<'s>,
+        nodes: u32,
+        limit: TimeLimit,
+    ) -> Option<PlaceFailure> {
+        let failed = self.by_family.get(family)?;
+        failed
+            .iter()
+            .find(|(n, l, _)| *n <= nodes && *l <= limit)
+            .map(|(_, _, why)| *why)
     }
 
-    fn record(&mut self, family: ShapeFamily<'s>, nodes: u32, limit: TimeLimit) {
+    fn record(&mut self, family: ShapeFamily<'s>, nodes: u32, limit: TimeLimit, why: PlaceFailure) {
         let failed = self.by_family.entry(family).or_default();
         // Keep the frontier small: drop pairs the new one dominates.
-        failed.retain(|(n, l)| !(nodes <= *n && limit <= *l));
-        failed.push((nodes, limit));
+        failed.retain(|(n, l, _)| !(nodes <= *n && limit <= *l));
+        failed.push((nodes, limit, why));
     }
 }
 
@@ -165,6 +172,8 @@ struct Pass<'s> {
     reserved: Vec<Vec<(Timestamp, Timestamp, &'s str)>>,
     /// True when no admin reservation is current or ahead.
     no_reservations: bool,
+    /// When current and future reservations end: worth trying as start times.
+    reservation_ends: Vec<Timestamp>,
     plan: Plan,
     verdicts: BTreeMap<JobId, Verdict>,
 }
@@ -192,32 +201,60 @@ impl<'s> Pass<'s> {
             blocked_partitions: BTreeSet::new(),
             preempted: BTreeSet::new(),
             no_reservations: reserved.iter().all(Vec::is_empty),
+            reservation_ends: state
+                .reservations()
+                .values()
+                .map(|r| r.end)
+                .filter(|end| *end > now)
+                .collect(),
             reserved,
             plan: Plan::default(),
             verdicts: BTreeMap::new(),
         }
     }
 
-    /// True when `job` may use node `i` as far as admin reservations go: inside its
-    /// own reservation only; outside, only nodes whose reservations do not overlap
-    /// the job's run.
+    /// True when `job` may use node `i` now as far as admin reservations go.
     fn reservation_allows(&self, job: &Job, i: usize) -> bool {
+        self.reservation_allows_at(job, i, self.now)
+    }
+
+    /// True when `job`, starting at `start`, may use node `i` as far as admin
+    /// reservations go: a job in a reservation only on that reservation's nodes
+    /// while it is active; any job only where no other reservation's window
+    /// overlaps its run.
+    fn reservation_allows_at(&self, job: &Job, i: usize, start: Timestamp) -> bool {
         if self.no_reservations {
             // Eligibility already refused jobs whose reservation is missing.
             return job.spec.reservation.is_none();
         }
-        match &job.spec.reservation {
-            Some(name) => self.reserved[i].iter().any(|(_, _, r)| r == name),
-            None => {
-                let end = match job.time_limit {
-                    TimeLimit::Seconds(s) => self.now.plus_secs(s),
-                    TimeLimit::Unlimited => Timestamp(u64::MAX),
-                };
-                self.reserved[i]
-                    .iter()
-                    .all(|(start, stop, _)| end <= *start || *stop <= self.now)
-            }
-        }
+        let end = match job.time_limit {
+            TimeLimit::Seconds(s) => start.plus_secs(s),
+            TimeLimit::Unlimited => Timestamp(u64::MAX),
+        };
+        let own = job.spec.reservation.as_deref();
+        let inside_own = own.is_none_or(|name| {
+            self.reserved[i]
+                .iter()
+                .any(|(from, to, r)| *r == name && *from <= start && start < *to)
+        });
+        let others_clear = self.reserved[i]
+            .iter()
+            .filter(|(_, _, r)| Some(*r) != own)
+            .all(|(from, to, _)| end <= *from || *to <= start);
+        inside_own && others_clear
+    }
+
+    /// True when preemptions for `job` are already under way (victims signalled or
+    /// being cleaned up): their resources come free at their deadlines.
+    fn preemption_in_flight(&self, job: &Job) -> bool {
+        self.state.active_jobs().any(|victim| {
+            victim.live_attempt().is_some_and(|a| {
+                a.preemption.as_ref().is_some_and(|p| p.for_job == job.id)
+                    || a.ending.as_ref().is_some_and(|e| {
+                        e.cause == corral_state::job::EndCause::Preempted { for_job: job.id }
+                    })
+            })
+        })
     }
 
     fn consider(&mut self, job: &'s Job) {
@@ -235,14 +272,14 @@ impl<'s> Pass<'s> {
                 .is_none_or(|wait| self.now < job.eligible_since.plus_secs(wait))
         });
         let family = ShapeFamily::of(job, enforce_switches);
-        if self
-            .failed_shapes
-            .known_to_fail(&family, job.resources.nodes, job.time_limit)
+        if let Some(failure) =
+            self.failed_shapes
+                .known_failure(&family, job.resources.nodes, job.time_limit)
         {
             // No search needed, but a top job still gets its reservation.
             self.plan.stats.shape_cache_hits += 1;
-            let reason = self.resources_reason(job);
-            self.handle_blocked(job, reason);
+            let reason = self.failure_reason(job, failure);
+            self.handle_blocked(job, reason, enforce_switches);
             return;
         }
         self.plan.stats.placements_tried += 1;
@@ -263,14 +300,18 @@ impl<'s> Pass<'s> {
             Ok(nodes) => self.start(job, nodes),
             Err(failure) => {
                 self.failed_shapes
-                    .record(family, job.resources.nodes, job.time_limit);
-                let reason = match failure {
-                    PlaceFailure::Resources => self.resources_reason(job),
-                    PlaceFailure::RequiredNodes => PendingReason::ReqNodeNotAvail,
-                    PlaceFailure::Topology => PendingReason::Topology,
-                };
-                self.handle_blocked(job, reason);
+                    .record(family, job.resources.nodes, job.time_limit, failure);
+                let reason = self.failure_reason(job, failure);
+                self.handle_blocked(job, reason, enforce_switches);
             }
+        }
+    }
+
+    fn failure_reason(&self, job: &Job, failure: PlaceFailure) -> PendingReason {
+        match failure {
+            PlaceFailure::Resources => self.resources_reason(job),
+            PlaceFailure::RequiredNodes => PendingReason::ReqNodeNotAvail,
+            PlaceFailure::Topology => PendingReason::Topology,
         }
     }
 
@@ -313,52 +354,74 @@ impl<'s> Pass<'s> {
         }
     }
 
-    /// A job that fits nowhere now: preempt for it if it outranks running jobs,
-    /// else hold a backfill reservation for it, while reservations remain.
-    fn handle_blocked(&mut self, job: &'s Job, reason: PendingReason) {
+    /// A job that fits nowhere now: preempt for it if it outranks running jobs
+    /// (unless preemptions for it are already under way), else hold a backfill
+    /// reservation at its earliest start, while reservations remain.
+    fn handle_blocked(&mut self, job: &'s Job, reason: PendingReason, enforce_switches: bool) {
         self.blocked_partitions.insert(job.partition.as_str());
         let budget = self.state.config().backfill_reservations as usize;
-        if self.plan.reservations.len() >= budget || reason == PendingReason::Topology {
+        if self.plan.reservations.len() >= budget {
             self.blocked(job, reason, None, Vec::new());
             return;
         }
-        if self.releases.is_none() {
-            self.releases = Some(Releases::from_state(self.state, &self.view));
-        }
-        let allowed = |i: usize| !self.holds.is_held(i) && self.reservation_allows(job, i);
-        if let Some(choice) = preempt::find(self.state, &self.view, job, &self.preempted, &allowed)
-        {
-            let grace = self.state.config().preempt_grace_seconds;
-            for victim in &choice.victims {
-                let signal = self
-                    .state
-                    .job(*victim)
-                    .and_then(|v| v.spec.signal.as_ref())
-                    .map_or(Signal::USR1, |s| s.signal);
-                let attempt = self
-                    .state
-                    .job(*victim)
-                    .and_then(|v| v.live_attempt())
-                    .map_or(1, |a| a.number);
-                self.plan.preemptions.push(PlannedPreemption {
-                    job: *victim,
-                    attempt,
-                    signal,
-                    grace_seconds: grace,
-                    for_job: job.id,
-                });
-                self.preempted.insert(*victim);
+        let mut releases = self.releases.take().unwrap_or_else(|| {
+            let mut releases = Releases::from_state(self.state, &self.view);
+            for planned in &self.plan.allocations {
+                if let Some(started) = self.state.job(planned.job) {
+                    releases.add_planned(&self.view, started, &planned.nodes);
+                }
             }
-            let reservation = self.hold(job, self.now.plus_secs(grace), choice.nodes);
-            self.blocked(job, reason, Some(reservation), choice.victims);
-            return;
+            releases
+        });
+        if !self.preemption_in_flight(job) {
+            let allowed = |i: usize| !self.holds.is_held(i) && self.reservation_allows(job, i);
+            if let Some(choice) =
+                preempt::find(self.state, &self.view, job, &self.preempted, &allowed)
+            {
+                self.releases = Some(releases);
+                self.preempt_for(job, reason, choice);
+                return;
+            }
         }
-        let start = self
-            .releases
-            .as_ref()
-            .and_then(|releases| backfill::earliest_start(&self.view, releases, job, &allowed));
+        let allowed_at = |i: usize, at: Timestamp| {
+            !self.holds.is_held(i) && self.reservation_allows_at(job, i, at)
+        };
+        let search = backfill::Search {
+            allowed_at: &allowed_at,
+            extra_times: &self.reservation_ends,
+            enforce_switches,
+        };
+        let start = backfill::earliest_start(&self.view, &mut releases, job, &search);
+        self.releases = Some(releases);
         let reservation = start.map(|(at, nodes)| self.hold(job, at, nodes));
         self.blocked(job, reason, reservation, Vec::new());
+    }
+
+    /// Proposes the victims and holds their nodes for `job` from the end of grace.
+    fn preempt_for(&mut self, job: &'s Job, reason: PendingReason, choice: preempt::Choice) {
+        let grace = self.state.config().preempt_grace_seconds;
+        for victim in &choice.victims {
+            let signal = self
+                .state
+                .job(*victim)
+                .and_then(|v| v.spec.signal.as_ref())
+                .map_or(Signal::USR1, |s| s.signal);
+            let attempt = self
+                .state
+                .job(*victim)
+                .and_then(|v| v.live_attempt())
+                .map_or(1, |a| a.number);
+            self.plan.preemptions.push(PlannedPreemption {
+                job: *victim,
+                attempt,
+                signal,
+                grace_seconds: grace,
+                for_job: job.id,
+            });
+            self.preempted.insert(*victim);
+        }
+        let reservation = self.hold(job, self.now.plus_secs(grace), choice.nodes);
+        self.blocked(job, reason, Some(reservation), choice.victims);
     }
 
     fn hold(&mut self, job: &Job, start: Timestamp, nodes: Vec<usize>) -> BackfillReservation {

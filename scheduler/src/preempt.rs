@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use corral_state::job::Job;
+use corral_state::job::{Job, NodeAllocation};
 use corral_state::{ClusterState, JobId, Timestamp, preemption};
 
 use crate::place::{Constraints, place};
@@ -111,20 +111,92 @@ pub fn find(
             return None;
         }
         if let Ok(placed) = place(&future, job, &constraints) {
-            let nodes: BTreeSet<&str> = placed.iter().map(|p| p.node.as_str()).collect();
-            // Keep only victims on the chosen nodes: the others were not needed.
-            let victims = candidates[..=used]
-                .iter()
-                .filter(|c| {
-                    c.job.live_attempt().is_some_and(|a| {
-                        a.allocation.iter().any(|p| nodes.contains(p.node.as_str()))
-                    })
-                })
-                .map(|c| c.job.id)
-                .collect();
-            let nodes = nodes.iter().filter_map(|n| view.index(n)).collect();
-            return Some(Choice { victims, nodes });
+            let mut victims: Vec<&Candidate<'_>> = candidates[..=used].iter().collect();
+            let placement = prune(
+                view,
+                job,
+                &constraints,
+                &counts,
+                &mut victims,
+                placed,
+                &mut tries,
+            );
+            let nodes: BTreeSet<&str> = placement.iter().map(|p| p.node.as_str()).collect();
+            // Victims not on the placement's nodes free nothing it uses.
+            victims.retain(|c| touches(c.job, &nodes));
+            victims.sort_by_key(|c| (c.lost_gpu_ms, c.job.id));
+            return Some(Choice {
+                victims: victims.iter().map(|c| c.job.id).collect(),
+                nodes: nodes.iter().filter_map(|n| view.index(n)).collect(),
+            });
         }
     }
     None
+}
+
+/// True when the victim's live attempt holds any of `nodes`.
+fn touches(victim: &Job, nodes: &BTreeSet<&str>) -> bool {
+    victim
+        .live_attempt()
+        .is_some_and(|a| a.allocation.iter().any(|p| nodes.contains(p.node.as_str())))
+}
+
+/// Drops victims that are not needed, most expensive first: each is left out if
+/// the job still places without it. Returns the final placement.
+fn prune(
+    view: &View<'_>,
+    job: &Job,
+    constraints: &Constraints<'_>,
+    counts: &dyn Fn(usize) -> bool,
+    victims: &mut Vec<&Candidate<'_>>,
+    mut placement: Vec<NodeAllocation>,
+    tries: &mut usize,
+) -> Vec<NodeAllocation> {
+    victims.sort_by_key(|c| std::cmp::Reverse((c.lost_gpu_ms, c.job.id)));
+    let mut i = 0;
+    while i < victims.len() && *tries < MAX_PLACEMENT_TRIES {
+        *tries += 1;
+        let without: Vec<&Job> = victims
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i)
+            .map(|(_, c)| c.job)
+            .collect();
+        match place_with(view, job, constraints, counts, &without) {
+            Some(p) => {
+                victims.remove(i);
+                placement = p;
+            }
+            None => i += 1,
+        }
+    }
+    placement
+}
+
+/// Places `job` on the view with `victims`' resources given back.
+fn place_with(
+    view: &View<'_>,
+    job: &Job,
+    constraints: &Constraints<'_>,
+    counts: &dyn Fn(usize) -> bool,
+    victims: &[&Job],
+) -> Option<Vec<NodeAllocation>> {
+    let mut future = view.simulation();
+    for victim in victims {
+        let Some(attempt) = victim.live_attempt() else {
+            continue;
+        };
+        for part in &attempt.allocation {
+            if let Some(node) = view.index(&part.node).filter(|n| counts(*n)) {
+                future.give_back(
+                    node,
+                    &part.gpus,
+                    part.cpus,
+                    part.memory_mb,
+                    victim.resources.exclusive,
+                );
+            }
+        }
+    }
+    place(&future, job, constraints).ok()
 }

@@ -95,28 +95,7 @@ use scenario::{Scenario, build, diff, render};
 /// Fixtures whose expected section is the correct behaviour but the scheduler does
 /// not (yet) produce it: each is a reported bug. The suite prints them and passes;
 /// when one starts passing, the suite fails until it is removed from this list.
-const KNOWN_FAILING: &[&str] = &[
-    // A job already being preempted for is not counted: every pass in the grace period
-    // preempts another victim (preempt::find).
-    "preempt_in_flight.txt",
-    // Gangs started earlier in the pass never release in the backfill timeline, so the
-    // blocked top job gets no reservation (Pass::handle_blocked / Pass::start).
-    "backfill_planned_release.txt",
-    // A job inside a reservation is started into a maintenance window that follows it
-    // on the same node (Pass::reservation_allows).
-    "reservation_job_runs_into_maintenance.txt",
-    // A job whose shape is known to fail gets reason Priority instead of the failure
-    // of its shape (ReqNodeNotAvail, Topology), and so a Topology-blocked job gets a
-    // backfill reservation (Pass::consider, failure-cache branch).
-    "reasons_of_cached_shapes.txt",
-    // Cheaper victims on the chosen node are preempted although not needed (preempt::find).
-    "preempt_minimal_victims.txt",
-    // Backfill reservations ignore --switches (backfill::earliest_start).
-    "switches_backfill_reservation.txt",
-    // Backfill never considers starting on a node once a reservation on it has ended
-    // (Pass::handle_blocked's `allowed`, backfill::earliest_start).
-    "reservation_backfill_after_window.txt",
-];
+const KNOWN_FAILING: &[&str] = &[];
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
