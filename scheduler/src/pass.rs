@@ -20,6 +20,10 @@ use crate::preempt;
 use crate::priority::PriorityContext;
 use crate::view::View;
 
+/// Most blocked jobs that search for preemption victims in one pass (each search
+/// costs up to a few hundred placement attempts).
+const MAX_PREEMPTORS_PER_PASS: usize = 32;
+
 /// What a job's placement depends on besides the capacity left, its node count
 /// and its time limit. Within a family, failure is monotone: if `n` nodes for
 /// `limit` fail, any larger gang or longer limit fails too at that point of the
@@ -174,6 +178,10 @@ struct Pass<'s> {
     no_reservations: bool,
     /// When current and future reservations end: worth trying as start times.
     reservation_ends: Vec<Timestamp>,
+    /// Blocked jobs that got (or tried for) a backfill reservation this pass.
+    backfill_holds: usize,
+    /// Blocked jobs that searched for preemption victims this pass.
+    preemptors: usize,
     plan: Plan,
     verdicts: BTreeMap<JobId, Verdict>,
 }
@@ -207,6 +215,8 @@ impl<'s> Pass<'s> {
                 .map(|r| r.end)
                 .filter(|end| *end > now)
                 .collect(),
+            backfill_holds: 0,
+            preemptors: 0,
             reserved,
             plan: Plan::default(),
             verdicts: BTreeMap::new(),
@@ -267,9 +277,12 @@ impl<'s> Pass<'s> {
             self.ineligible(job, reason);
             return;
         }
+        let max_switch_wait = self.state.config().max_switch_wait_seconds;
         let enforce_switches = job.resources.switches.is_some_and(|s| {
-            s.max_wait_seconds
-                .is_none_or(|wait| self.now < job.eligible_since.plus_secs(wait))
+            let wait = s
+                .max_wait_seconds
+                .map_or(max_switch_wait, |w| w.min(max_switch_wait));
+            self.now < crate::priority::eligible_since(job, self.now).plus_secs(wait)
         });
         let family = ShapeFamily::of(job, enforce_switches);
         if let Some(failure) =
@@ -360,7 +373,9 @@ impl<'s> Pass<'s> {
     fn handle_blocked(&mut self, job: &'s Job, reason: PendingReason, enforce_switches: bool) {
         self.blocked_partitions.insert(job.partition.as_str());
         let budget = self.state.config().backfill_reservations as usize;
-        if self.plan.reservations.len() >= budget {
+        let may_preempt =
+            self.preemptors < MAX_PREEMPTORS_PER_PASS && !self.preemption_in_flight(job);
+        if self.backfill_holds >= budget && !may_preempt {
             self.blocked(job, reason, None, Vec::new());
             return;
         }
@@ -373,16 +388,29 @@ impl<'s> Pass<'s> {
             }
             releases
         });
-        if !self.preemption_in_flight(job) {
+        if may_preempt {
+            self.preemptors += 1;
             let allowed = |i: usize| !self.holds.is_held(i) && self.reservation_allows(job, i);
-            if let Some(choice) =
-                preempt::find(self.state, &self.view, job, &self.preempted, &allowed)
-            {
+            let found = preempt::find(
+                self.state,
+                &self.view,
+                job,
+                &self.preempted,
+                &allowed,
+                enforce_switches,
+            );
+            if let Some(choice) = found {
                 self.releases = Some(releases);
                 self.preempt_for(job, reason, choice);
                 return;
             }
         }
+        if self.backfill_holds >= budget {
+            self.releases = Some(releases);
+            self.blocked(job, reason, None, Vec::new());
+            return;
+        }
+        self.backfill_holds += 1;
         let allowed_at = |i: usize, at: Timestamp| {
             !self.holds.is_held(i) && self.reservation_allows_at(job, i, at)
         };

@@ -43,12 +43,17 @@ pub fn lost_work_ms(victim: &Job, now: Timestamp) -> u64 {
 
 /// Finds victims for `job`, skipping jobs in `taken` (already chosen this pass).
 /// Only nodes `allowed` count (reservations, holds for higher-priority jobs).
+///
+/// Two greedy searches run and the cheaper result wins: victims in order of
+/// least lost work, and nodes in order of the cheapest victims that free each
+/// one. Both end by dropping victims the placement does not need.
 pub fn find(
     state: &ClusterState,
     view: &View<'_>,
     job: &Job,
     taken: &BTreeSet<JobId>,
     allowed: &dyn Fn(usize) -> bool,
+    enforce_switches: bool,
 ) -> Option<Choice> {
     let now = view.now();
     let member = view.layout.partition_member.get(job.partition.as_str())?;
@@ -71,67 +76,214 @@ pub fn find(
         return None;
     }
     candidates.sort_by_key(|c| (c.lost_gpu_ms, c.job.id));
-
-    let demand = job.resources.total_gpus();
-    let counts = |i: usize| member[i] && allowed(i) && view.nodes[i].accepts_work;
-    let mut free: u64 = (0..view.nodes.len())
-        .filter(|i| counts(*i))
-        .map(|i| u64::from(view.nodes[i].free_gpu_count()))
-        .sum();
-    let mut future = view.simulation();
-    let constraints = Constraints {
-        allowed,
-        enforce_switches: true,
+    let search = Search {
+        view,
+        job,
+        counts: &|i: usize| member[i] && allowed(i) && view.nodes[i].accepts_work,
+        constraints: Constraints {
+            allowed,
+            enforce_switches,
+        },
+        tries: std::cell::Cell::new(0),
     };
-    let mut tries = 0;
-    for (used, candidate) in candidates.iter().enumerate() {
-        let Some(attempt) = candidate.job.live_attempt() else {
-            continue;
-        };
-        for part in &attempt.allocation {
-            let Some(node) = view.index(&part.node) else {
-                continue;
-            };
-            if counts(node) {
-                future.give_back(
-                    node,
-                    &part.gpus,
-                    part.cpus,
-                    part.memory_mb,
-                    candidate.job.resources.exclusive,
-                );
-                free += part.gpus.len() as u64;
-            }
-        }
-        if free < demand {
-            continue;
-        }
-        tries += 1;
-        if tries > MAX_PLACEMENT_TRIES {
+    let orders = [search.by_victim(&candidates), search.by_node(&candidates)];
+    let best = orders
+        .into_iter()
+        .flatten()
+        .map(|victims| search.finish(victims))
+        .min_by_key(|choice| (choice.0, choice.1.victims.clone()))?;
+    Some(best.1)
+}
+
+/// One preemption search: the job, where it may go, and a bound on the
+/// placement attempts it may spend.
+struct Search<'a, 'v> {
+    view: &'a View<'v>,
+    job: &'a Job,
+    counts: &'a dyn Fn(usize) -> bool,
+    constraints: Constraints<'a>,
+    tries: std::cell::Cell<usize>,
+}
+
+impl<'a, 'v> Search<'a, 'v> {
+    /// Places the job with `victims`' resources given back, within the budget.
+    fn place_without(&self, victims: &[&Job]) -> Option<Vec<NodeAllocation>> {
+        if self.tries.get() >= MAX_PLACEMENT_TRIES {
             return None;
         }
-        if let Ok(placed) = place(&future, job, &constraints) {
-            let mut victims: Vec<&Candidate<'_>> = candidates[..=used].iter().collect();
-            let placement = prune(
-                view,
-                job,
-                &constraints,
-                &counts,
-                &mut victims,
-                placed,
-                &mut tries,
-            );
-            let nodes: BTreeSet<&str> = placement.iter().map(|p| p.node.as_str()).collect();
-            // Victims not on the placement's nodes free nothing it uses.
-            victims.retain(|c| touches(c.job, &nodes));
-            victims.sort_by_key(|c| (c.lost_gpu_ms, c.job.id));
-            return Some(Choice {
-                victims: victims.iter().map(|c| c.job.id).collect(),
-                nodes: nodes.iter().filter_map(|n| view.index(n)).collect(),
-            });
+        self.tries.set(self.tries.get() + 1);
+        let mut future = self.view.simulation();
+        for victim in victims {
+            let Some(attempt) = victim.live_attempt() else {
+                continue;
+            };
+            for part in &attempt.allocation {
+                if let Some(node) = self.view.index(&part.node).filter(|n| (self.counts)(*n)) {
+                    future.give_back(
+                        node,
+                        &part.gpus,
+                        part.cpus,
+                        part.memory_mb,
+                        victim.resources.exclusive,
+                    );
+                }
+            }
         }
+        place(&future, self.job, &self.constraints).ok()
     }
-    None
+
+    /// Victims cheapest first until the job fits.
+    fn by_victim<'c>(&self, candidates: &'c [Candidate<'c>]) -> Option<Vec<&'c Candidate<'c>>> {
+        let demand = self.job.resources.total_gpus();
+        let mut free: u64 = (0..self.view.nodes.len())
+            .filter(|i| (self.counts)(*i))
+            .map(|i| u64::from(self.view.nodes[i].free_gpu_count()))
+            .sum();
+        let mut chosen: Vec<&Candidate<'_>> = Vec::new();
+        for candidate in candidates {
+            chosen.push(candidate);
+            free += self.freed_gpus(candidate.job);
+            if free < demand {
+                continue;
+            }
+            let jobs: Vec<&Job> = chosen.iter().map(|c| c.job).collect();
+            if self.place_without(&jobs).is_some() {
+                return Some(chosen);
+            }
+            if self.tries.get() >= MAX_PLACEMENT_TRIES {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Nodes in order of what freeing them costs (the cheapest victims on the
+    /// node that free enough GPUs for one node's share), until the job fits.
+    fn by_node<'c>(&self, candidates: &'c [Candidate<'c>]) -> Option<Vec<&'c Candidate<'c>>> {
+        let want = self.job.resources.gpus_per_node;
+        let gpu_type = self.job.resources.gpu_type.as_deref();
+        let mut on_node: std::collections::BTreeMap<usize, Vec<&Candidate<'_>>> =
+            std::collections::BTreeMap::new();
+        for candidate in candidates {
+            for part in candidate
+                .job
+                .live_attempt()
+                .map(|a| a.allocation.as_slice())
+                .unwrap_or(&[])
+            {
+                if let Some(node) = self.view.index(&part.node).filter(|n| (self.counts)(*n)) {
+                    on_node.entry(node).or_default().push(candidate);
+                }
+            }
+        }
+        let mut priced: Vec<(u64, usize, Vec<&Candidate<'_>>)> = Vec::new();
+        for (&node, victims) in &on_node {
+            let mut free = self.view.nodes[node].free_mask_of(gpu_type).count_ones();
+            let mut cost = 0u64;
+            let mut needed = Vec::new();
+            for victim in victims {
+                if free >= want {
+                    break;
+                }
+                free += self.gpus_on(victim.job, node);
+                cost = cost.saturating_add(victim.lost_gpu_ms);
+                needed.push(*victim);
+            }
+            if free >= want && !needed.is_empty() {
+                priced.push((cost, node, needed));
+            }
+        }
+        priced.sort_by_key(|(cost, node, _)| (*cost, *node));
+        let mut chosen: Vec<&Candidate<'_>> = Vec::new();
+        for (_, _, needed) in priced {
+            for victim in needed {
+                if !chosen.iter().any(|c| c.job.id == victim.job.id) {
+                    chosen.push(victim);
+                }
+            }
+            let jobs: Vec<&Job> = chosen.iter().map(|c| c.job).collect();
+            if self.place_without(&jobs).is_some() {
+                return Some(chosen);
+            }
+            if self.tries.get() >= MAX_PLACEMENT_TRIES {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// GPUs a victim frees on allowed nodes.
+    fn freed_gpus(&self, victim: &Job) -> u64 {
+        let parts = victim
+            .live_attempt()
+            .map(|a| a.allocation.as_slice())
+            .unwrap_or(&[]);
+        parts
+            .iter()
+            .filter(|p| self.view.index(&p.node).is_some_and(|n| (self.counts)(n)))
+            .map(|p| p.gpus.len() as u64)
+            .sum()
+    }
+
+    /// GPUs of the job's type a victim frees on one node.
+    fn gpus_on(&self, victim: &Job, node: usize) -> u32 {
+        let name = self.view.name(node);
+        let slot = &self.view.nodes[node];
+        let of_type = |g: &u32| {
+            self.job.resources.gpu_type.as_deref().is_none_or(|t| {
+                slot.node
+                    .gpus
+                    .get(*g as usize)
+                    .is_some_and(|gpu| gpu.gpu_type == t)
+            })
+        };
+        let parts = victim
+            .live_attempt()
+            .map(|a| a.allocation.as_slice())
+            .unwrap_or(&[]);
+        parts
+            .iter()
+            .filter(|p| p.node == name)
+            .map(|p| p.gpus.iter().filter(|g| of_type(g)).count() as u32)
+            .sum()
+    }
+
+    /// Drops victims the job does not need, most expensive first, and returns the
+    /// total lost work with the choice.
+    fn finish(&self, mut victims: Vec<&Candidate<'_>>) -> (u64, Choice) {
+        victims.sort_by_key(|c| std::cmp::Reverse((c.lost_gpu_ms, c.job.id)));
+        let all: Vec<&Job> = victims.iter().map(|c| c.job).collect();
+        let mut placement = self.place_without(&all).unwrap_or_default();
+        let mut i = 0;
+        while i < victims.len() {
+            let without: Vec<&Job> = victims
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != i)
+                .map(|(_, c)| c.job)
+                .collect();
+            match self.place_without(&without) {
+                Some(p) => {
+                    victims.remove(i);
+                    placement = p;
+                }
+                None => i += 1,
+            }
+        }
+        let nodes: BTreeSet<&str> = placement.iter().map(|p| p.node.as_str()).collect();
+        // Victims not on the placement's nodes free nothing it uses.
+        victims.retain(|c| touches(c.job, &nodes));
+        victims.sort_by_key(|c| (c.lost_gpu_ms, c.job.id));
+        let cost = victims
+            .iter()
+            .map(|c| c.lost_gpu_ms)
+            .fold(0u64, u64::saturating_add);
+        let choice = Choice {
+            victims: victims.iter().map(|c| c.job.id).collect(),
+            nodes: nodes.iter().filter_map(|n| self.view.index(n)).collect(),
+        };
+        (cost, choice)
+    }
 }
 
 /// True when the victim's live attempt holds any of `nodes`.
@@ -139,64 +291,4 @@ fn touches(victim: &Job, nodes: &BTreeSet<&str>) -> bool {
     victim
         .live_attempt()
         .is_some_and(|a| a.allocation.iter().any(|p| nodes.contains(p.node.as_str())))
-}
-
-/// Drops victims that are not needed, most expensive first: each is left out if
-/// the job still places without it. Returns the final placement.
-fn prune(
-    view: &View<'_>,
-    job: &Job,
-    constraints: &Constraints<'_>,
-    counts: &dyn Fn(usize) -> bool,
-    victims: &mut Vec<&Candidate<'_>>,
-    mut placement: Vec<NodeAllocation>,
-    tries: &mut usize,
-) -> Vec<NodeAllocation> {
-    victims.sort_by_key(|c| std::cmp::Reverse((c.lost_gpu_ms, c.job.id)));
-    let mut i = 0;
-    while i < victims.len() && *tries < MAX_PLACEMENT_TRIES {
-        *tries += 1;
-        let without: Vec<&Job> = victims
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| *k != i)
-            .map(|(_, c)| c.job)
-            .collect();
-        match place_with(view, job, constraints, counts, &without) {
-            Some(p) => {
-                victims.remove(i);
-                placement = p;
-            }
-            None => i += 1,
-        }
-    }
-    placement
-}
-
-/// Places `job` on the view with `victims`' resources given back.
-fn place_with(
-    view: &View<'_>,
-    job: &Job,
-    constraints: &Constraints<'_>,
-    counts: &dyn Fn(usize) -> bool,
-    victims: &[&Job],
-) -> Option<Vec<NodeAllocation>> {
-    let mut future = view.simulation();
-    for victim in victims {
-        let Some(attempt) = victim.live_attempt() else {
-            continue;
-        };
-        for part in &attempt.allocation {
-            if let Some(node) = view.index(&part.node).filter(|n| counts(*n)) {
-                future.give_back(
-                    node,
-                    &part.gpus,
-                    part.cpus,
-                    part.memory_mb,
-                    victim.resources.exclusive,
-                );
-            }
-        }
-    }
-    place(&future, job, constraints).ok()
 }

@@ -58,7 +58,7 @@ impl PriorityContext {
                 0.0
             }
         };
-        let waited = now.secs_since(job.eligible_since) as f64;
+        let waited = now.secs_since(eligible_since(job, now)) as f64;
         let job_size = if job.resources.gpus_per_node > 0 {
             ratio(job.resources.total_gpus() as f64, self.total_gpus as f64)
         } else {
@@ -92,5 +92,20 @@ impl PriorityContext {
             + f64::from(w.partition) * f.partition
             + f64::from(w.qos) * f.qos;
         sum.round() as i64 - i64::from(job.spec.nice)
+    }
+}
+
+/// When the job became eligible to run: its recorded time, or `now` when the
+/// state still shows it waiting on a dependency (the plan that sees it satisfied
+/// records the change, and the state machine then restarts its clock).
+pub fn eligible_since(job: &Job, now: Timestamp) -> Timestamp {
+    use corral_state::job::PendingReason::{BeginTime, Dependency, DependencyNeverSatisfied};
+    if matches!(
+        job.reason,
+        Dependency | DependencyNeverSatisfied | BeginTime
+    ) {
+        now
+    } else {
+        job.eligible_since
     }
 }

@@ -55,6 +55,9 @@ pub struct ClusterConfig {
     /// How many blocked jobs, in priority order, get a backfill reservation each
     /// pass; lower-priority jobs may start only where they cannot delay those.
     pub backfill_reservations: u32,
+    /// Longest a job may wait for a placement within its `--switches` count,
+    /// seconds; also the wait when the job names none (Slurm's max_switch_wait).
+    pub max_switch_wait_seconds: u64,
     /// Most jobs in the system that are not finished (MaxJobCount).
     pub max_active_jobs: usize,
     /// Most tasks in one job array (MaxArraySize).
@@ -81,6 +84,7 @@ impl Default for ClusterConfig {
             max_batch_bytes: 4 * 1024 * 1024,
             enforce_associations: true,
             backfill_reservations: 16,
+            max_switch_wait_seconds: 300,
         }
     }
 }

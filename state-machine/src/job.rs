@@ -336,6 +336,16 @@ pub enum PendingReason {
 }
 
 impl PendingReason {
+    /// True while the job is not yet eligible because of a dependency or begin time.
+    pub fn waits_on_dependency(self) -> bool {
+        matches!(
+            self,
+            PendingReason::Dependency
+                | PendingReason::DependencyNeverSatisfied
+                | PendingReason::BeginTime
+        )
+    }
+
     /// True for the reasons the scheduler reports in plans; the others are set by
     /// the state machine itself (holds, requeue limit, deleted reservation).
     pub fn is_set_by_scheduler(self) -> bool {

@@ -62,6 +62,11 @@ pub enum TopologyError {
         /// Second container.
         second: String,
     },
+    /// A switch lists both nodes and child switches.
+    #[error(
+        "switch '{0}' lists both nodes and switches; a switch holds nodes (a leaf) or switches, not both"
+    )]
+    MixedSwitch(String),
     /// Block sizes are not ascending or include zero.
     #[error("block sizes must be ascending and positive, got {0:?}")]
     BadBlockSizes(Vec<u32>),
@@ -71,6 +76,13 @@ impl Topology {
     /// Checks that the switches form a forest and no node is listed twice.
     pub fn validate(&self) -> Result<(), TopologyError> {
         let mut parent_of: BTreeMap<&str, &str> = BTreeMap::new();
+        if let Some((name, _)) = self
+            .switches
+            .iter()
+            .find(|(_, s)| !s.nodes.is_empty() && !s.children.is_empty())
+        {
+            return Err(TopologyError::MixedSwitch(name.clone()));
+        }
         for (name, switch) in &self.switches {
             for child in &switch.children {
                 if !self.switches.contains_key(child) {

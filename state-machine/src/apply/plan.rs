@@ -49,6 +49,11 @@ pub(super) fn apply_plan(
             && job.hold.is_none()
             && reason.is_set_by_scheduler()
         {
+            // A job whose dependency just cleared becomes eligible now: its age
+            // and its --switches wait count from here.
+            if job.reason.waits_on_dependency() && !reason.waits_on_dependency() {
+                job.eligible_since = job.eligible_since.max(now);
+            }
             job.reason = reason;
         }
     }
