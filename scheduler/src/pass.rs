@@ -182,6 +182,8 @@ struct Pass<'s> {
     backfill_holds: usize,
     /// Blocked jobs that searched for preemption victims this pass.
     preemptors: usize,
+    /// Jobs whose earlier preemptions are still under way.
+    waiting_on_preemption: BTreeSet<JobId>,
     plan: Plan,
     verdicts: BTreeMap<JobId, Verdict>,
 }
@@ -217,6 +219,7 @@ impl<'s> Pass<'s> {
                 .collect(),
             backfill_holds: 0,
             preemptors: 0,
+            waiting_on_preemption: Self::preemptors_in_flight(state),
             reserved,
             plan: Plan::default(),
             verdicts: BTreeMap::new(),
@@ -254,17 +257,24 @@ impl<'s> Pass<'s> {
         inside_own && others_clear
     }
 
-    /// True when preemptions for `job` are already under way (victims signalled or
+    /// Jobs for which preemptions are already under way (victims signalled or
     /// being cleaned up): their resources come free at their deadlines.
-    fn preemption_in_flight(&self, job: &Job) -> bool {
-        self.state.active_jobs().any(|victim| {
-            victim.live_attempt().is_some_and(|a| {
-                a.preemption.as_ref().is_some_and(|p| p.for_job == job.id)
-                    || a.ending.as_ref().is_some_and(|e| {
-                        e.cause == corral_state::job::EndCause::Preempted { for_job: job.id }
-                    })
-            })
-        })
+    fn preemptors_in_flight(state: &ClusterState) -> BTreeSet<JobId> {
+        let mut waiting = BTreeSet::new();
+        for victim in state.active_jobs() {
+            let Some(attempt) = victim.live_attempt() else {
+                continue;
+            };
+            if let Some(notice) = &attempt.preemption {
+                waiting.insert(notice.for_job);
+            }
+            if let Some(corral_state::job::EndCause::Preempted { for_job }) =
+                attempt.ending.as_ref().map(|e| &e.cause)
+            {
+                waiting.insert(*for_job);
+            }
+        }
+        waiting
     }
 
     fn consider(&mut self, job: &'s Job) {
@@ -373,8 +383,8 @@ impl<'s> Pass<'s> {
     fn handle_blocked(&mut self, job: &'s Job, reason: PendingReason, enforce_switches: bool) {
         self.blocked_partitions.insert(job.partition.as_str());
         let budget = self.state.config().backfill_reservations as usize;
-        let may_preempt =
-            self.preemptors < MAX_PREEMPTORS_PER_PASS && !self.preemption_in_flight(job);
+        let may_preempt = self.preemptors < MAX_PREEMPTORS_PER_PASS
+            && !self.waiting_on_preemption.contains(&job.id);
         if self.backfill_holds >= budget && !may_preempt {
             self.blocked(job, reason, None, Vec::new());
             return;
