@@ -146,15 +146,23 @@ impl<'a, 'v> Search<'a, 'v> {
             if free < demand {
                 continue;
             }
-            let jobs: Vec<&Job> = chosen.iter().map(|c| c.job).collect();
-            if self.place_without(&jobs).is_some() {
-                return Some(chosen);
-            }
-            if self.tries.get() >= MAX_PLACEMENT_TRIES {
-                return None;
+            match self.fits(&chosen) {
+                Some(true) => return Some(chosen),
+                Some(false) => {}
+                None => return None,
             }
         }
         None
+    }
+
+    /// Whether the job places with `chosen` preempted; `None` once the search has
+    /// spent its placement budget.
+    fn fits(&self, chosen: &[&Candidate<'_>]) -> Option<bool> {
+        let jobs: Vec<&Job> = chosen.iter().map(|c| c.job).collect();
+        if self.place_without(&jobs).is_some() {
+            return Some(true);
+        }
+        (self.tries.get() < MAX_PLACEMENT_TRIES).then_some(false)
     }
 
     /// Nodes in order of what freeing them costs (the cheapest victims on the
@@ -201,12 +209,10 @@ impl<'a, 'v> Search<'a, 'v> {
                     chosen.push(victim);
                 }
             }
-            let jobs: Vec<&Job> = chosen.iter().map(|c| c.job).collect();
-            if self.place_without(&jobs).is_some() {
-                return Some(chosen);
-            }
-            if self.tries.get() >= MAX_PLACEMENT_TRIES {
-                return None;
+            match self.fits(&chosen) {
+                Some(true) => return Some(chosen),
+                Some(false) => {}
+                None => return None,
             }
         }
         None

@@ -11,7 +11,6 @@ use corral_scheduler::pass::{self, Verdict};
 use corral_scheduler::priority::PriorityContext;
 use corral_state::command::{Command, Outcome};
 use corral_state::job::JobState;
-use corral_state::partition::PreemptMode;
 use corral_state::slurm::dependency::{DependencyCondition, DependencyKind, DependencySpec};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::testkit::*;
@@ -69,18 +68,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// a short exempt time so preemption happens within a run.
 fn base() -> ClusterState {
     let mut state = cluster(NODES, GPUS);
-    let mut urgent = state.partitions()["gpu"].clone();
-    urgent.name = "urgent".into();
-    urgent.priority_tier = 10;
-    urgent.is_default = false;
-    urgent.preempt_mode = PreemptMode::Off;
-    ok(
-        &mut state,
-        Command::SetPartition {
-            partition: urgent,
-            by: admin(),
-        },
-    );
+    add_urgent_partition(&mut state);
     let mut config = state.config().clone();
     config.preempt_exempt_seconds = 600;
     config.preempt_grace_seconds = 60;

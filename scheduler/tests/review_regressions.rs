@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use corral_scheduler::pass::{self, Verdict};
 use corral_state::command::{Command, Outcome};
 use corral_state::job::PendingReason;
-use corral_state::partition::PreemptMode;
 use corral_state::slurm::dependency::{DependencyCondition, DependencyKind, DependencySpec};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::sbatch::SwitchesSpec;
@@ -58,21 +57,6 @@ fn set_config(state: &mut ClusterState, f: impl FnOnce(&mut corral_state::config
         state,
         Command::SetConfig {
             config,
-            by: admin(),
-        },
-    );
-}
-
-fn add_urgent_partition(state: &mut ClusterState) {
-    let mut urgent = state.partitions()["gpu"].clone();
-    urgent.name = "urgent".into();
-    urgent.priority_tier = 10;
-    urgent.is_default = false;
-    urgent.preempt_mode = PreemptMode::Off;
-    ok(
-        state,
-        Command::SetPartition {
-            partition: urgent,
             by: admin(),
         },
     );

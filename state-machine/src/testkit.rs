@@ -140,6 +140,23 @@ pub fn reservation(
     }
 }
 
+/// Adds partition `urgent`: the same nodes as `gpu`, a higher priority tier (its
+/// jobs may preempt `gpu` jobs), and preemption off for its own jobs.
+pub fn add_urgent_partition(state: &mut ClusterState) {
+    let mut urgent = state.partitions()["gpu"].clone();
+    urgent.name = "urgent".into();
+    urgent.priority_tier = 10;
+    urgent.is_default = false;
+    urgent.preempt_mode = PreemptMode::Off;
+    ok(
+        state,
+        Command::SetPartition {
+            partition: urgent,
+            by: admin(),
+        },
+    );
+}
+
 pub fn register(
     state: &mut ClusterState,
     node: &str,

@@ -300,22 +300,6 @@ fn time_limit_ends_the_job_on_tick() {
     check_invariants(&s);
 }
 
-/// Adds partition `urgent` over the same nodes with a higher priority tier.
-fn add_urgent_partition(s: &mut corral_state::ClusterState) {
-    let mut urgent = s.partitions()["gpu"].clone();
-    urgent.name = "urgent".into();
-    urgent.priority_tier = 10;
-    urgent.is_default = false;
-    urgent.preempt_mode = corral_state::partition::PreemptMode::Off;
-    ok(
-        s,
-        Command::SetPartition {
-            partition: urgent,
-            by: admin(),
-        },
-    );
-}
-
 fn plan_preemption(
     s: &mut corral_state::ClusterState,
     preemption: PlannedPreemption,

@@ -174,18 +174,7 @@ fn base_cluster() -> ClusterState {
         },
     );
     register(&mut state, &format!("n{extra}"), GPUS, &[], at(0));
-    let mut urgent = state.partitions()["gpu"].clone();
-    urgent.name = "urgent".into();
-    urgent.priority_tier = 10;
-    urgent.is_default = false;
-    urgent.preempt_mode = corral_state::partition::PreemptMode::Off;
-    ok(
-        &mut state,
-        Command::SetPartition {
-            partition: urgent,
-            by: admin(),
-        },
-    );
+    add_urgent_partition(&mut state);
     state
 }
 
