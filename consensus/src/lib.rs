@@ -1,5 +1,38 @@
-//! corral-consensus: Raft replication of the cluster state (issue 4, not started yet).
+//! corral-consensus: Raft replication of the cluster state.
 //!
-//! It will own the openraft type configuration whose app data is
-//! `corral_state::Command`, the sled log and state-machine stores, snapshots built
-//! from `corral_state::snapshot`, and Raft RPC over tonic with mutual TLS.
+//! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a sled
+//! log ([`log_store`]) and a state machine that applies `corral_state::Command`s
+//! ([`state_machine`]), with peer RPC over tonic and mutual TLS ([`network`],
+//! [`peer_service`], [`tls`]). Every fsync goes through one thread
+//! ([`flusher`]), which also gives group commit. The [`proposer`] batches
+//! concurrent proposals into log entries.
+//!
+//! Start reading at [`replica`]: the API the controller uses.
+
+// openraft's storage traits fix the error type (`StorageError`, ~224 bytes); the
+// helpers that build it must return it as is.
+#![allow(clippy::result_large_err)]
+
+pub mod codec;
+pub mod dev_ca;
+pub mod error;
+pub mod flusher;
+pub mod log_store;
+pub mod network;
+pub mod peer_service;
+pub mod proposer;
+pub mod replica;
+pub mod state_machine;
+pub mod tls;
+pub mod types;
+
+/// Generated peer protocol.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("corral.peer.v1");
+}
+
+pub use error::{MembershipError, ProposeError, ReadError, StartError};
+pub use replica::{Leadership, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics};
+pub use tls::PeerTls;
+pub use types::{ReplicaAddr, ReplicaId};

@@ -48,11 +48,11 @@ pub enum Rejection {
         /// The job.
         job: JobId,
         /// Its state (Slurm name).
-        state: &'static str,
+        state: String,
         /// What was asked.
-        action: &'static str,
+        action: String,
         /// The states that allow it.
-        needed: &'static str,
+        needed: String,
     },
     /// A report or plan entry names an attempt that is not the job's live one.
     #[error("stale attempt {got} for job {job} (live attempt: {live:?}); the report is ignored")]

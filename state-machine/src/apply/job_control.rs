@@ -23,9 +23,9 @@ pub(super) fn cancel(
         if strict && (job.state.is_terminal() || job.state == JobState::Completing) {
             return Err(Rejection::WrongJobState {
                 job: *id,
-                state: job.state.slurm_name(),
-                action: "cancel",
-                needed: "PENDING, RUNNING or REQUEUE_HOLD",
+                state: job.state.slurm_name().into(),
+                action: "cancel".into(),
+                needed: "PENDING, RUNNING or REQUEUE_HOLD".into(),
             });
         }
     }
@@ -120,9 +120,9 @@ pub(super) fn hold(state: &mut ClusterState, id: JobId, by: &Actor) -> Result<Ou
     if job.state != JobState::Pending {
         return Err(Rejection::WrongJobState {
             job: id,
-            state: job.state.slurm_name(),
-            action: "hold",
-            needed: "PENDING",
+            state: job.state.slurm_name().into(),
+            action: "hold".into(),
+            needed: "PENDING".into(),
         });
     }
     if job.hold == Some(Hold::Admin) && !by.is_operator() {
@@ -155,9 +155,9 @@ pub(super) fn release(
     if !held {
         return Err(Rejection::WrongJobState {
             job: id,
-            state: job.state.slurm_name(),
-            action: "release",
-            needed: "a held PENDING job or REQUEUE_HOLD",
+            state: job.state.slurm_name().into(),
+            action: "release".into(),
+            needed: "a held PENDING job or REQUEUE_HOLD".into(),
         });
     }
     if job.hold == Some(Hold::Admin) && !by.is_operator() {
@@ -185,9 +185,9 @@ pub(super) fn requeue(
     if job.state != JobState::Running {
         return Err(Rejection::WrongJobState {
             job: id,
-            state: job.state.slurm_name(),
-            action: "requeue",
-            needed: "RUNNING",
+            state: job.state.slurm_name().into(),
+            action: "requeue".into(),
+            needed: "RUNNING".into(),
         });
     }
     let cause = EndCause::RequeueRequested {

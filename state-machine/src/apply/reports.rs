@@ -98,9 +98,9 @@ pub(super) fn node_released(
     if found.ending.is_none() {
         return Err(Rejection::WrongJobState {
             job: id,
-            state: job.state.slurm_name(),
-            action: "release a node",
-            needed: "COMPLETING",
+            state: job.state.slurm_name().into(),
+            action: "release a node".into(),
+            needed: "COMPLETING".into(),
         });
     }
     release_node(state, id, node);
@@ -123,9 +123,9 @@ pub(super) fn checkpoint(
     if job.state.is_terminal() {
         return Err(Rejection::WrongJobState {
             job: id,
-            state: job.state.slurm_name(),
-            action: "record a checkpoint",
-            needed: "an unfinished job",
+            state: job.state.slurm_name().into(),
+            action: "record a checkpoint".into(),
+            needed: "an unfinished job".into(),
         });
     }
     let newest = newest_attempt(job, attempt)?;

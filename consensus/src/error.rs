@@ -1,0 +1,71 @@
+//! What can go wrong when proposing, reading or changing membership.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{ReplicaAddr, ReplicaId};
+
+/// A proposal that was not committed (or whose fate is unknown).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ProposeError {
+    /// This replica is not the leader; send the proposal to the one named, or
+    /// retry shortly when no leader is known (an election is running).
+    #[error("not the leader; the leader is {}", leader.as_ref().map_or("unknown (election in progress): retry shortly".to_string(), |(id, addr)| format!("replica {id} at {}", addr.peer)))]
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<(ReplicaId, ReplicaAddr)>,
+    },
+    /// No answer in time: the proposal may or may not have committed. Check the
+    /// state before retrying anything that is not idempotent.
+    #[error("no answer within {0} ms: the proposal may or may not have been committed")]
+    Timeout(u64),
+    /// The replica stopped or its storage failed.
+    #[error("replica unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A linearizable read that could not be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Only the leader serves linearizable reads.
+    #[error("not the leader; the leader is {leader:?}")]
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<(ReplicaId, ReplicaAddr)>,
+    },
+    /// The replica stopped or its storage failed.
+    #[error("replica unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A replica that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory's database could not be opened.
+    #[error("cannot open the replica database in {path}: {source}; is another corrald using it?")]
+    Storage {
+        /// The directory.
+        path: String,
+        /// Why.
+        source: sled::Error,
+    },
+    /// Raft refused the configuration or failed to start.
+    #[error("raft did not start: {0}")]
+    Raft(String),
+    /// The peer address could not be bound or TLS is unusable.
+    #[error("peer service: {0}")]
+    Peer(String),
+}
+
+/// A membership change that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    /// Only the leader changes membership.
+    #[error("not the leader; the leader is {leader:?}")]
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<(ReplicaId, ReplicaAddr)>,
+    },
+    /// Raft refused the change (e.g. a voter that is not yet a learner).
+    #[error("membership change refused: {0}")]
+    Refused(String),
+}

@@ -1,0 +1,469 @@
+//! One controller replica: sled storage, the Raft node, the peer gRPC server and
+//! the proposer, behind the small API the controller uses: propose, linearizable
+//! read, a watch of leadership, membership changes and metrics.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use corral_state::{ClusterState, Command, Outcome, Rejection};
+use openraft::error::{InitializeError, RaftError};
+use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::codec::MAX_MESSAGE_BYTES;
+use crate::error::{MembershipError, ProposeError, ReadError, StartError};
+use crate::flusher::Flusher;
+use crate::log_store::LogStore;
+use crate::network::PeerNetwork;
+use crate::pb::peer_server::PeerServer;
+use crate::peer_service::PeerService;
+use crate::proposer::{Proposer, Results};
+use crate::state_machine::StateMachineStore;
+use crate::tls::PeerTls;
+use crate::types::{Raft, ReplicaAddr, ReplicaId};
+
+/// Raft timing and log retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftTiming {
+    /// Leader heartbeat period, ms.
+    pub heartbeat_ms: u64,
+    /// Election timeout lower bound, ms.
+    pub election_min_ms: u64,
+    /// Election timeout upper bound, ms.
+    pub election_max_ms: u64,
+    /// Take a snapshot after this many entries since the last one.
+    pub snapshot_every_entries: u64,
+    /// Entries kept behind a snapshot (lets slightly lagging followers catch up
+    /// from the log instead of a snapshot).
+    pub keep_entries_after_snapshot: u64,
+    /// Per-chunk timeout when sending a snapshot, ms.
+    pub install_snapshot_timeout_ms: u64,
+    /// How long a proposal may wait for commit before its outcome is unknown.
+    pub propose_timeout: Duration,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat_ms: 50,
+            election_min_ms: 250,
+            election_max_ms: 500,
+            snapshot_every_entries: 10_000,
+            keep_entries_after_snapshot: 1_000,
+            install_snapshot_timeout_ms: 10_000,
+            propose_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How to start a replica.
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// This replica's id.
+    pub id: ReplicaId,
+    /// Where to listen for peers (port 0 picks one).
+    pub listen: SocketAddr,
+    /// The directory holding this replica's sled database.
+    pub data_dir: PathBuf,
+    /// Peer TLS material.
+    pub tls: PeerTls,
+    /// Raft timing.
+    pub timing: RaftTiming,
+    /// Name checked by openraft in every message, so two clusters never mix.
+    pub cluster_name: String,
+}
+
+/// Who leads, as this replica sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leadership {
+    /// The current term.
+    pub term: u64,
+    /// The leader, if known.
+    pub leader: Option<(ReplicaId, ReplicaAddr)>,
+    /// True when this replica leads.
+    pub is_self: bool,
+}
+
+/// A replica's Raft position and storage figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaMetrics {
+    /// This replica.
+    pub id: ReplicaId,
+    /// Its Raft role: Leader, Follower, Candidate, Learner or Shutdown.
+    pub role: String,
+    /// The current term.
+    pub term: u64,
+    /// The leader, if known.
+    pub leader: Option<ReplicaId>,
+    /// Index of the last log entry.
+    pub last_log_index: Option<u64>,
+    /// Index of the last applied entry.
+    pub last_applied: Option<u64>,
+    /// Index covered by the last snapshot.
+    pub snapshot: Option<u64>,
+    /// Index up to which the log was purged.
+    pub purged: Option<u64>,
+    /// On the leader: entries each follower lags behind the leader's log.
+    pub follower_lag: BTreeMap<ReplicaId, u64>,
+    /// Voters and learners.
+    pub voters: BTreeSet<ReplicaId>,
+    /// fsyncs performed, and requests they answered (their ratio is the group commit).
+    pub fsyncs: u64,
+    /// Durability requests answered.
+    pub fsync_requests: u64,
+    /// Bytes the database takes on disk.
+    pub disk_bytes: u64,
+}
+
+/// A running replica.
+pub struct Replica {
+    id: ReplicaId,
+    raft: Raft,
+    state: StateMachineStore,
+    proposer: Arc<Proposer>,
+    network: PeerNetwork,
+    flusher: Arc<Flusher>,
+    db: sled::Db,
+    peer_addr: SocketAddr,
+    leadership: watch::Receiver<Leadership>,
+    stop_server: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Replica {
+    /// Opens storage, starts Raft and serves peers.
+    pub async fn start(config: ReplicaConfig) -> Result<Self, StartError> {
+        crate::tls::install_crypto_provider();
+        let storage = |source| StartError::Storage {
+            path: config.data_dir.display().to_string(),
+            source,
+        };
+        // Only our flusher thread fsyncs: sled's own periodic flush is off.
+        let db = sled::Config::new()
+            .path(&config.data_dir)
+            .flush_every_ms(None)
+            .open()
+            .map_err(storage)?;
+        let flusher =
+            Arc::new(Flusher::start(db.clone()).map_err(|e| storage(sled::Error::Io(e)))?);
+        let log = LogStore::open(&db, Arc::clone(&flusher)).map_err(storage)?;
+        let state = StateMachineStore::open(&db, Arc::clone(&flusher))
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let network = PeerNetwork::new(config.tls.client_config());
+        let timing = &config.timing;
+        let raft_config = Config {
+            cluster_name: config.cluster_name.clone(),
+            heartbeat_interval: timing.heartbeat_ms,
+            election_timeout_min: timing.election_min_ms,
+            election_timeout_max: timing.election_max_ms,
+            install_snapshot_timeout: timing.install_snapshot_timeout_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_every_entries),
+            max_in_snapshot_log_to_keep: timing.keep_entries_after_snapshot,
+            snapshot_max_chunk_size: 4 * 1024 * 1024,
+            max_payload_entries: 64,
+            // The fewest entries purged at once: purge soon after each snapshot.
+            purge_batch_size: (timing.snapshot_every_entries / 4).clamp(1, 1024),
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+        let raft = Raft::new(
+            config.id,
+            Arc::new(raft_config),
+            network.clone(),
+            log,
+            state.clone(),
+        )
+        .await
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+        let proposer = Proposer::start(raft.clone(), timing.propose_timeout);
+
+        let incoming = TcpIncoming::bind(config.listen)
+            .map_err(|e| StartError::Peer(format!("cannot listen on {}: {e}", config.listen)))?;
+        let peer_addr = incoming
+            .local_addr()
+            .map_err(|e| StartError::Peer(e.to_string()))?;
+        let service = PeerServer::new(PeerService::new(raft.clone(), Arc::clone(&proposer)))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let builder = Server::builder()
+            .tls_config(config.tls.server_config())
+            .map_err(|e| StartError::Peer(format!("peer TLS: {e}")))?;
+        let (stop_server, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = builder
+                .tcp_nodelay(true)
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+            {
+                tracing::error!("peer server stopped: {e}");
+            }
+        });
+        let leadership = watch_leadership(&raft, config.id);
+        Ok(Replica {
+            id: config.id,
+            raft,
+            state,
+            proposer,
+            network,
+            flusher,
+            db,
+            peer_addr,
+            leadership,
+            stop_server: Some(stop_server),
+            server: Some(server),
+        })
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    /// The address peers reach this replica at (useful with port 0).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    /// Bootstraps a new cluster with `members` as voters. Call on one replica,
+    /// once; calling it on an initialized cluster is a harmless no-op.
+    pub async fn initialize(
+        &self,
+        members: BTreeMap<ReplicaId, ReplicaAddr>,
+    ) -> Result<(), MembershipError> {
+        match self.raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(MembershipError::Refused(e.to_string())),
+        }
+    }
+
+    /// Proposes one command and waits for its result. `NotLeader` names the
+    /// leader to send it to; `Timeout` means the outcome is unknown.
+    pub async fn propose(
+        &self,
+        command: Command,
+    ) -> Result<Result<Outcome, Rejection>, ProposeError> {
+        let mut results = self.proposer.propose(vec![command]).await?;
+        results
+            .pop()
+            .ok_or_else(|| ProposeError::Unavailable("the entry returned no result".into()))
+    }
+
+    /// Proposes commands applied in order within one entry.
+    pub async fn propose_all(&self, commands: Vec<Command>) -> Results {
+        self.proposer.propose(commands).await
+    }
+
+    /// Proposes through the leader: locally when this replica leads, otherwise
+    /// forwarded over the peer connection (`Propose` RPC).
+    pub async fn propose_via_leader(&self, commands: Vec<Command>) -> Results {
+        match self.proposer.propose(commands.clone()).await {
+            Err(ProposeError::NotLeader {
+                leader: Some((id, addr)),
+            }) if id != self.id => {
+                let payload = crate::codec::encode(&commands)
+                    .map_err(|e| ProposeError::Unavailable(e.to_string()))?;
+                let timeout = Duration::from_secs(10);
+                let reply = self
+                    .network
+                    .call(
+                        id,
+                        &addr.peer,
+                        crate::network::Method::Propose,
+                        payload,
+                        timeout,
+                    )
+                    .await
+                    .map_err(|status| match status.code() {
+                        tonic::Code::DeadlineExceeded => {
+                            ProposeError::Timeout(timeout.as_millis() as u64)
+                        }
+                        _ => ProposeError::Unavailable(format!(
+                            "forwarding to the leader failed: {}",
+                            status.message()
+                        )),
+                    })?;
+                crate::codec::decode::<Results>(&reply)
+                    .map_err(|e| ProposeError::Unavailable(e.to_string()))?
+            }
+            other => other,
+        }
+    }
+
+    /// Reads the state linearizably: confirms leadership with a quorum, waits
+    /// until everything committed before the read is applied, then runs `read`.
+    pub async fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, ReadError> {
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => self
+                .state
+                .read(read)
+                .map_err(|e| ReadError::Unavailable(e.to_string())),
+            Err(error) => match error.forward_to_leader() {
+                Some(forward) => Err(ReadError::NotLeader {
+                    leader: forward.leader_id.zip(forward.leader_node.clone()),
+                }),
+                None => Err(ReadError::Unavailable(error.to_string())),
+            },
+        }
+    }
+
+    /// Reads this replica's applied state without checking leadership (may be
+    /// behind the leader: fine for listing, not for decisions).
+    pub fn read_local<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, ReadError> {
+        self.state
+            .read(read)
+            .map_err(|e| ReadError::Unavailable(e.to_string()))
+    }
+
+    /// A watch of who leads.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+
+    /// Adds a replica as a learner (it receives the log but does not vote) and
+    /// waits until it has caught up.
+    pub async fn add_learner(
+        &self,
+        id: ReplicaId,
+        addr: ReplicaAddr,
+    ) -> Result<(), MembershipError> {
+        self.raft
+            .add_learner(id, addr, true)
+            .await
+            .map(|_| ())
+            .map_err(membership_error)
+    }
+
+    /// Makes `voters` the voting members (each must already be a member or a
+    /// learner). Removed voters stay learners when `keep_as_learners` is set.
+    pub async fn change_voters(
+        &self,
+        voters: BTreeSet<ReplicaId>,
+        keep_as_learners: bool,
+    ) -> Result<(), MembershipError> {
+        self.raft
+            .change_membership(ChangeMembers::ReplaceAllVoters(voters), keep_as_learners)
+            .await
+            .map(|_| ())
+            .map_err(membership_error)
+    }
+
+    /// Takes a snapshot now (also taken automatically every `snapshot_every_entries`).
+    pub async fn snapshot(&self) -> Result<(), String> {
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Raft position, follower lag and storage figures.
+    pub fn metrics(&self) -> ReplicaMetrics {
+        let m = self.raft.metrics().borrow().clone();
+        let last = m.last_log_index.unwrap_or(0);
+        let follower_lag = m
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let stats = self.flusher.stats();
+        ReplicaMetrics {
+            id: self.id,
+            role: format!("{:?}", m.state),
+            term: m.current_term,
+            leader: m.current_leader,
+            last_log_index: m.last_log_index,
+            last_applied: m.last_applied.map(|l| l.index),
+            snapshot: m.snapshot.map(|l| l.index),
+            purged: m.purged.map(|l| l.index),
+            follower_lag,
+            voters: m.membership_config.membership().voter_ids().collect(),
+            fsyncs: stats.flushes.load(Ordering::Relaxed),
+            fsync_requests: stats.requests.load(Ordering::Relaxed),
+            disk_bytes: self.db.size_on_disk().unwrap_or(0),
+        }
+    }
+
+    /// A digest of the applied state, for comparing replicas.
+    pub fn state_digest(&self) -> Option<corral_state::StateDigest> {
+        self.state.read(|s| s.digest()).ok()
+    }
+
+    /// The index of the last applied entry.
+    pub fn last_applied(&self) -> Option<u64> {
+        self.state.last_applied().map(|l| l.index)
+    }
+
+    /// Stops Raft and the peer server and closes storage. After this returns the
+    /// data directory may be opened again.
+    pub async fn shutdown(mut self) {
+        let _ = self.raft.shutdown().await;
+        if let Some(stop) = self.stop_server.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+fn membership_error(
+    error: RaftError<ReplicaId, openraft::error::ClientWriteError<ReplicaId, ReplicaAddr>>,
+) -> MembershipError {
+    match error.forward_to_leader() {
+        Some(forward) => MembershipError::NotLeader {
+            leader: forward.leader_id.zip(forward.leader_node.clone()),
+        },
+        None => MembershipError::Refused(error.to_string()),
+    }
+}
+
+/// Follows Raft's metrics and publishes leadership changes only.
+fn watch_leadership(raft: &Raft, id: ReplicaId) -> watch::Receiver<Leadership> {
+    let (publish, receiver) = watch::channel(Leadership::default());
+    let mut metrics = raft.metrics();
+    tokio::spawn(async move {
+        loop {
+            let leadership = {
+                let m = metrics.borrow_and_update();
+                let leader = m.current_leader.and_then(|l| {
+                    m.membership_config
+                        .membership()
+                        .get_node(&l)
+                        .map(|addr| (l, addr.clone()))
+                });
+                Leadership {
+                    term: m.current_term,
+                    leader,
+                    is_self: m.state == ServerState::Leader && m.current_leader == Some(id),
+                }
+            };
+            publish.send_if_modified(|current| {
+                let changed = *current != leadership;
+                if changed {
+                    *current = leadership;
+                }
+                changed
+            });
+            if metrics.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}

@@ -1,0 +1,206 @@
+//! The replicated state machine: a [`ClusterState`] in memory, applied entry by
+//! entry, and its latest snapshot persisted in sled tree `snapshot`. A restart
+//! loads the snapshot and replays only the log after it; a lagging replica
+//! installs a snapshot sent by the leader.
+//!
+//! The snapshot file is the state's versioned encoding (`corral_state::snapshot`)
+//! plus the Raft position it reflects (last applied id and membership).
+
+use std::io::Cursor;
+use std::sync::{Arc, Mutex, RwLock};
+
+use corral_state::ClusterState;
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
+use serde::{Deserialize, Serialize};
+
+use crate::flusher::Flusher;
+use crate::types::{
+    Applied, Entry, LogId, ReplicaAddr, ReplicaId, StorageError, StoredMembership, TypeConfig,
+};
+
+const CURRENT: &[u8] = b"current";
+
+/// What the pure state is and where in the log it stands.
+#[derive(Debug, Clone, Default)]
+struct Applier {
+    state: ClusterState,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+}
+
+/// A snapshot as stored and sent: its metadata and the encoded state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta<ReplicaId, ReplicaAddr>,
+    /// `corral_state::snapshot::encode` of the state.
+    state: Vec<u8>,
+}
+
+/// The state machine store. Cheap to clone; clones share the state.
+#[derive(Clone)]
+pub struct StateMachineStore {
+    applier: Arc<RwLock<Applier>>,
+    current: Arc<Mutex<Option<SnapshotFile>>>,
+    tree: sled::Tree,
+    flusher: Arc<Flusher>,
+}
+
+fn io(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_state_machine(&e).into()
+}
+
+fn poisoned() -> StorageError {
+    io(std::io::Error::other(
+        "state machine lock poisoned by an earlier panic",
+    ))
+}
+
+impl StateMachineStore {
+    /// Opens the store, loading the latest snapshot if there is one.
+    pub fn open(db: &sled::Db, flusher: Arc<Flusher>) -> Result<Self, StorageError> {
+        let tree = db.open_tree("snapshot").map_err(io)?;
+        let mut applier = Applier::default();
+        let mut current = None;
+        if let Some(bytes) = tree.get(CURRENT).map_err(io)? {
+            let file: SnapshotFile = postcard::from_bytes(&bytes).map_err(io)?;
+            applier = applier_from(&file)?;
+            current = Some(file);
+        }
+        Ok(StateMachineStore {
+            applier: Arc::new(RwLock::new(applier)),
+            current: Arc::new(Mutex::new(current)),
+            tree,
+            flusher,
+        })
+    }
+
+    /// Runs `read` on the applied state (not linearizable by itself: see `Replica::read`).
+    pub fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, StorageError> {
+        let applier = self.applier.read().map_err(|_| poisoned())?;
+        Ok(read(&applier.state))
+    }
+
+    /// The last applied log id.
+    pub fn last_applied(&self) -> Option<LogId> {
+        self.applier.read().ok().and_then(|a| a.last_applied)
+    }
+
+    async fn persist(&self, file: SnapshotFile) -> Result<(), StorageError> {
+        let bytes = postcard::to_stdvec(&file).map_err(io)?;
+        self.tree.insert(CURRENT, bytes).map_err(io)?;
+        self.flusher
+            .flush()
+            .await
+            .map_err(|e| io(std::io::Error::other(e)))?;
+        *self.current.lock().map_err(|_| poisoned())? = Some(file);
+        Ok(())
+    }
+}
+
+fn applier_from(file: &SnapshotFile) -> Result<Applier, StorageError> {
+    let state = corral_state::snapshot::decode(&file.state)
+        .map_err(|e| StorageIOError::read_state_machine(&e))?;
+    Ok(Applier {
+        state,
+        last_applied: file.meta.last_log_id,
+        membership: file.meta.last_membership.clone(),
+    })
+}
+
+fn to_snapshot(file: SnapshotFile) -> Snapshot<TypeConfig> {
+    Snapshot {
+        meta: file.meta,
+        snapshot: Box::new(Cursor::new(file.state)),
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (state, last_applied, membership) = {
+            let applier = self.applier.read().map_err(|_| poisoned())?;
+            let state = corral_state::snapshot::encode(&applier.state).map_err(io)?;
+            (state, applier.last_applied, applier.membership.clone())
+        };
+        let snapshot_id = match last_applied {
+            Some(id) => format!(
+                "{}-{}-{}",
+                id.leader_id.term, id.leader_id.node_id, id.index
+            ),
+            None => "empty".to_string(),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        let file = SnapshotFile { meta, state };
+        self.persist(file.clone()).await?;
+        Ok(to_snapshot(file))
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let applier = self.applier.read().map_err(|_| poisoned())?;
+        Ok((applier.last_applied, applier.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut applier = self.applier.write().map_err(|_| poisoned())?;
+        let mut results = Vec::new();
+        for entry in entries {
+            applier.last_applied = Some(entry.log_id);
+            let applied = match entry.payload {
+                EntryPayload::Blank => Applied::default(),
+                EntryPayload::Normal(proposal) => Applied {
+                    results: proposal
+                        .commands
+                        .into_iter()
+                        .map(|command| applier.state.apply(command))
+                        .collect(),
+                },
+                EntryPayload::Membership(membership) => {
+                    applier.membership = StoredMembership::new(Some(entry.log_id), membership);
+                    Applied::default()
+                }
+            };
+            results.push(applied);
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<ReplicaId, ReplicaAddr>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            state: snapshot.into_inner(),
+        };
+        let installed = applier_from(&file)?;
+        self.persist(file).await?;
+        *self.applier.write().map_err(|_| poisoned())? = installed;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let current = self.current.lock().map_err(|_| poisoned())?.clone();
+        Ok(current.map(to_snapshot))
+    }
+}

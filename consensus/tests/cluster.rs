@@ -1,0 +1,223 @@
+//! Multi-replica tests on loopback with real sockets and mutual TLS: election,
+//! writes, leader redirection and forwarding, failover without losing
+//! acknowledged writes, restart from disk, catch-up by snapshot, and membership
+//! changes while writing.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use corral_consensus::ProposeError;
+use support::*;
+
+fn all_marked(state: &corral_state::ClusterState, names: &[String]) -> bool {
+    names.iter().all(|n| state.accounts().contains_key(n))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_elects_a_leader_and_replicates_writes() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    for i in 0..20 {
+        cluster.propose(mark(&format!("a{i}"))).await.unwrap();
+    }
+    // A follower refuses with the leader's address, or forwards when asked to.
+    let follower = *cluster.replicas.keys().find(|id| **id != leader).unwrap();
+    match cluster.replicas[&follower].propose(mark("direct")).await {
+        Err(ProposeError::NotLeader {
+            leader: Some((id, addr)),
+        }) => {
+            assert_eq!(id, leader);
+            assert_eq!(addr.peer, cluster.addrs[&leader].to_string());
+        }
+        other => panic!("a follower accepted a proposal: {other:?}"),
+    }
+    let forwarded = cluster.replicas[&follower]
+        .propose_via_leader(vec![mark("forwarded")])
+        .await
+        .unwrap();
+    assert!(forwarded[0].is_ok());
+    // Linearizable reads on the leader see every acknowledged write.
+    let names: Vec<String> = (0..20)
+        .map(|i| format!("a{i}"))
+        .chain(["forwarded".to_string()])
+        .collect();
+    assert!(
+        cluster.replicas[&leader]
+            .read(|s| all_marked(s, &names))
+            .await
+            .unwrap()
+    );
+    assert!(
+        cluster.replicas[&follower].read(|_| ()).await.is_err(),
+        "followers serve no linearizable reads"
+    );
+    let digests = cluster.converged_digests().await;
+    assert_eq!(
+        digests.values().collect::<BTreeSet<_>>().len(),
+        1,
+        "replicas differ: {digests:?}"
+    );
+    // Every write was made durable by the fsync thread.
+    let metrics = cluster.replicas[&leader].metrics();
+    assert!(
+        metrics.fsyncs > 0 && metrics.fsync_requests >= metrics.fsyncs,
+        "{metrics:?}"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_leader_elects_another_and_loses_no_acknowledged_write() {
+    let mut cluster = TestCluster::start(3).await;
+    let mut acknowledged = Vec::new();
+    for i in 0..30 {
+        cluster.propose(mark(&format!("before{i}"))).await.unwrap();
+        acknowledged.push(format!("before{i}"));
+    }
+    let old = cluster.leader().await;
+    cluster.stop(old).await;
+    let new = cluster.leader().await;
+    assert_ne!(new, old);
+    for i in 0..30 {
+        cluster.propose(mark(&format!("after{i}"))).await.unwrap();
+        acknowledged.push(format!("after{i}"));
+    }
+    assert!(
+        cluster.replicas[&new]
+            .read(|s| all_marked(s, &acknowledged))
+            .await
+            .unwrap()
+    );
+    // The old leader comes back as a follower and catches up.
+    cluster.launch(old).await;
+    let digests = cluster.converged_digests().await;
+    assert_eq!(digests.values().collect::<BTreeSet<_>>().len(), 1);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_restarted_from_disk_have_the_same_state() {
+    let mut cluster = TestCluster::start(3).await;
+    for i in 0..120 {
+        cluster.propose(mark(&format!("r{i}"))).await.unwrap();
+    }
+    let before = cluster.converged_digests().await;
+    let digest = *before.values().next().unwrap();
+    for id in 1..=3 {
+        cluster.stop(id).await;
+    }
+    for id in 1..=3 {
+        cluster.launch(id).await;
+    }
+    cluster.leader().await;
+    let after = cluster.converged_digests().await;
+    assert!(
+        after.values().all(|d| *d == digest),
+        "state changed across restart: {before:?} vs {after:?}"
+    );
+    // The snapshot taken every 50 entries bounded the log.
+    let metrics = cluster.replicas[&1].metrics();
+    assert!(
+        metrics.snapshot.is_some() && metrics.purged.is_some(),
+        "{metrics:?}"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_replica_catches_up_by_snapshot() {
+    let mut cluster = TestCluster::start(3).await;
+    cluster.propose(mark("early")).await.unwrap();
+    let leader = cluster.leader().await;
+    let lagging = *cluster.replicas.keys().find(|id| **id != leader).unwrap();
+    cluster.stop(lagging).await;
+    // Far more than the entries kept behind a snapshot: the log it needs is gone.
+    for i in 0..200 {
+        cluster.propose(mark(&format!("s{i}"))).await.unwrap();
+    }
+    let purged = cluster.replicas[&leader].metrics().purged.unwrap_or(0);
+    assert!(
+        purged > 100,
+        "the leader should have purged its log behind a snapshot, purged {purged}"
+    );
+    cluster.launch(lagging).await;
+    let digests = cluster.converged_digests().await;
+    assert_eq!(digests.values().collect::<BTreeSet<_>>().len(), 1);
+    let metrics = cluster.replicas[&lagging].metrics();
+    assert!(
+        metrics.snapshot.is_some_and(|s| s > 100),
+        "the lagging replica did not install a snapshot: {metrics:?}"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn membership_goes_from_three_to_five_to_three_while_writing() {
+    let mut cluster = TestCluster::start(3).await;
+    for id in 4..=5 {
+        cluster.launch(id).await;
+    }
+    let mut acknowledged = Vec::new();
+    let mut next = 0;
+    let mut write = |cluster: &TestCluster| {
+        next += 1;
+        let name = format!("m{next}");
+        let command = mark(&name);
+        acknowledged.push(name);
+        let cluster = cluster as *const TestCluster;
+        let _ = cluster;
+        command
+    };
+    for _ in 0..10 {
+        let command = write(&cluster);
+        cluster.propose(command).await.unwrap();
+    }
+    let leader = cluster.leader().await;
+    for id in 4..=5 {
+        cluster.replicas[&leader]
+            .add_learner(id, cluster.addr_of(id))
+            .await
+            .unwrap();
+        let command = write(&cluster);
+        cluster.propose(command).await.unwrap();
+    }
+    cluster.replicas[&leader]
+        .change_voters((1..=5).collect(), false)
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let command = write(&cluster);
+        cluster.propose(command).await.unwrap();
+    }
+    let leader = cluster.leader().await;
+    assert_eq!(
+        cluster.replicas[&leader].metrics().voters,
+        (1..=5).collect()
+    );
+    cluster.replicas[&leader]
+        .change_voters((1..=3).collect(), false)
+        .await
+        .unwrap();
+    for id in 4..=5 {
+        cluster.stop(id).await;
+    }
+    for _ in 0..10 {
+        let command = write(&cluster);
+        cluster.propose(command).await.unwrap();
+    }
+    let leader = cluster.leader().await;
+    assert_eq!(
+        cluster.replicas[&leader].metrics().voters,
+        (1..=3).collect()
+    );
+    assert!(
+        cluster.replicas[&leader]
+            .read(|s| all_marked(s, &acknowledged))
+            .await
+            .unwrap()
+    );
+    let digests = cluster.converged_digests().await;
+    assert_eq!(digests.values().collect::<BTreeSet<_>>().len(), 1);
+    cluster.shutdown().await;
+}
