@@ -114,6 +114,45 @@ impl LogStore {
         self.read_meta(LAST_PURGED, ErrorSubject::Logs)
     }
 
+    /// Checks the log on disk: every entry decodes, sits under its own index, and
+    /// the indices run without a hole from the purge point to the last entry.
+    /// Returns the first and last index held.
+    pub fn verify(&self) -> Result<Option<(u64, u64)>, String> {
+        let purged = self
+            .last_purged()
+            .map_err(|e| e.to_string())?
+            .map(|id| id.index);
+        let mut span: Option<(u64, u64)> = None;
+        for item in self.log.iter() {
+            let (k, bytes) = item.map_err(|e| format!("unreadable log entry: {e}"))?;
+            let index = index_of(&k).map_err(|e| e.to_string())?;
+            let entry: Entry =
+                decode(&bytes, ErrorSubject::Logs).map_err(|e| format!("entry {index}: {e}"))?;
+            if entry.log_id.index != index {
+                return Err(format!(
+                    "entry stored at {index} says it is {}",
+                    entry.log_id.index
+                ));
+            }
+            span = match span {
+                None => {
+                    if purged.is_some_and(|p| index > p + 1) {
+                        return Err(format!(
+                            "hole after the purge point {}: the log starts at {index}",
+                            purged.unwrap_or(0)
+                        ));
+                    }
+                    Some((index, index))
+                }
+                Some((first, last)) if index == last + 1 => Some((first, index)),
+                Some((_, last)) => {
+                    return Err(format!("hole in the log between {last} and {index}"));
+                }
+            };
+        }
+        Ok(span)
+    }
+
     /// Number of entries held (for tests and metrics).
     pub fn len(&self) -> usize {
         self.log.len()

@@ -2,6 +2,7 @@
 //! writes, leader redirection and forwarding, failover without losing
 //! acknowledged writes, restart from disk, catch-up by snapshot, and membership
 //! changes while writing.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
