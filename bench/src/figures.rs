@@ -26,6 +26,16 @@ impl Samples {
         self.micros[rank.min(self.micros.len() - 1)]
     }
 
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.micros.len()
+    }
+
+    /// Adds another set of samples.
+    pub fn merge(&mut self, other: Samples) {
+        self.micros.extend(other.micros);
+    }
+
     /// Sum of all samples, microseconds.
     pub fn total_us(&self) -> f64 {
         self.micros.iter().sum()

@@ -1,11 +1,15 @@
 //! corral-bench: benchmarks that print figures, human-readable or as one JSON
 //! object with `--json`. Build with `--release`; debug figures mean nothing.
 //!
-//! Subcommands today: `state` (apply cost of the replicated state machine) and
-//! `scheduler` (pass time of the scheduling policy). The Raft and failover
-//! benchmarks join as those parts are built.
+//! Subcommands: `state` (apply cost of the replicated state machine),
+//! `scheduler` (pass time of the scheduling policy), `raft` (commit throughput
+//! through replica processes) and `failover` (leader kill to next commit).
 
+mod failover_bench;
 mod figures;
+mod process_cluster;
+mod raft_bench;
+mod replica_process;
 mod scheduler_bench;
 mod state_bench;
 mod synthetic_cluster;
@@ -31,6 +35,15 @@ enum Bench {
     /// queue on a half-full cluster, placements per second on an empty one, and one
     /// 512-node gang on a fragmented one.
     Scheduler(scheduler_bench::SchedulerArgs),
+    /// Commit throughput and latency of job submissions through a replica group
+    /// of real processes (fsync on).
+    Raft(raft_bench::RaftArgs),
+    /// Time from SIGKILL of the leader's process to the next committed write, and
+    /// term changes while idle.
+    Failover(failover_bench::FailoverArgs),
+    /// One replica process (started by the raft and failover benchmarks).
+    #[command(hide = true)]
+    Replica(replica_process::ReplicaArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +51,8 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::State(args) => state_bench::run(&args),
         Bench::Scheduler(args) => scheduler_bench::run(&args),
+        Bench::Raft(args) => raft_bench::run(&args),
+        Bench::Failover(args) => failover_bench::run(&args),
+        Bench::Replica(args) => replica_process::run(&args),
     }
 }

@@ -17,6 +17,7 @@ pub mod codec;
 pub mod dev_ca;
 pub mod error;
 pub mod flusher;
+pub mod leader_client;
 pub mod log_store;
 pub mod network;
 pub mod peer_service;

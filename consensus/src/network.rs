@@ -39,8 +39,10 @@ pub enum Method {
     Vote,
     /// Raft InstallSnapshot (one chunk).
     InstallSnapshot,
-    /// A forwarded proposal.
+        /// A forwarded proposal.
     Propose,
+    /// A replica's metrics.
+    Metrics,
 }
 
 impl PeerNetwork {
@@ -90,7 +92,8 @@ impl PeerNetwork {
             Method::AppendEntries => client.append_entries(request).await,
             Method::Vote => client.vote(request).await,
             Method::InstallSnapshot => client.install_snapshot(request).await,
-            Method::Propose => client.propose(request).await,
+                        Method::Propose => client.propose(request).await,
+            Method::Metrics => client.metrics(request).await,
         }?;
         Ok(reply.into_inner().data)
     }

@@ -11,18 +11,21 @@ use crate::codec;
 use crate::pb::Payload;
 use crate::pb::peer_server::Peer;
 use crate::proposer::Proposer;
+use crate::replica::ReplicaMetrics;
 use crate::types::Raft;
 
 /// Serves peer RPCs for one replica.
 pub struct PeerService {
     raft: Raft,
     proposer: Arc<Proposer>,
+    metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
 }
 
 impl PeerService {
-    /// A service for `raft`, forwarding proposals to `proposer`.
-    pub fn new(raft: Raft, proposer: Arc<Proposer>) -> Self {
-        PeerService { raft, proposer }
+    /// A service for `raft`, forwarding proposals to `proposer` and reporting
+    /// `metrics`.
+    pub fn new(raft: Raft, proposer: Arc<Proposer>, metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>) -> Self {
+        PeerService { raft, proposer, metrics }
     }
 }
 
@@ -52,7 +55,11 @@ impl Peer for PeerService {
     }
 
     async fn propose(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        let commands: Vec<Command> = request(&req)?;
+                let commands: Vec<Command> = request(&req)?;
         reply(&self.proposer.propose(commands).await)
+    }
+
+    async fn metrics(&self, _req: Request<Payload>) -> Result<Response<Payload>, Status> {
+        reply(&(self.metrics)())
     }
 }

@@ -15,7 +15,7 @@ use crate::types::{Proposal, Raft, ReplicaId};
 /// Most commands in one log entry.
 pub const MAX_COMMANDS_PER_ENTRY: usize = 512;
 /// Most entries proposed and not yet committed at once.
-pub const MAX_ENTRIES_IN_FLIGHT: usize = 16;
+pub const MAX_ENTRIES_IN_FLIGHT: usize = 2;
 /// Most proposals waiting to be batched before callers are pushed back.
 const QUEUE_DEPTH: usize = 16 * 1024;
 

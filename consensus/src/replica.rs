@@ -92,7 +92,7 @@ pub struct Leadership {
 }
 
 /// A replica's Raft position and storage figures.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplicaMetrics {
     /// This replica.
     pub id: ReplicaId,
@@ -116,8 +116,10 @@ pub struct ReplicaMetrics {
     pub voters: BTreeSet<ReplicaId>,
     /// fsyncs performed, and requests they answered (their ratio is the group commit).
     pub fsyncs: u64,
-    /// Durability requests answered.
+        /// Durability requests answered.
     pub fsync_requests: u64,
+    /// Time spent in fsync, microseconds.
+    pub fsync_micros: u64,
     /// Bytes the database takes on disk.
     pub disk_bytes: u64,
 }
@@ -185,12 +187,20 @@ impl Replica {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let proposer = Proposer::start(raft.clone(), timing.propose_timeout);
 
+                // Nagle off on accepted sockets too (the builder's setting does not reach a
+        // caller-supplied listener): small Raft messages must not wait for
+        // delayed ACKs, which cost 40 ms each on Linux.
         let incoming = TcpIncoming::bind(config.listen)
-            .map_err(|e| StartError::Peer(format!("cannot listen on {}: {e}", config.listen)))?;
+            .map_err(|e| StartError::Peer(format!("cannot listen on {}: {e}", config.listen)))?
+            .with_nodelay(Some(true));
         let peer_addr = incoming
             .local_addr()
             .map_err(|e| StartError::Peer(e.to_string()))?;
-        let service = PeerServer::new(PeerService::new(raft.clone(), Arc::clone(&proposer)))
+                let metrics = {
+            let (raft, flusher, db, id) = (raft.clone(), Arc::clone(&flusher), db.clone(), config.id);
+            Arc::new(move || collect_metrics(id, &raft, &flusher, &db))
+        };
+        let service = PeerServer::new(PeerService::new(raft.clone(), Arc::clone(&proposer), metrics))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let builder = Server::builder()
@@ -370,33 +380,7 @@ impl Replica {
 
     /// Raft position, follower lag and storage figures.
     pub fn metrics(&self) -> ReplicaMetrics {
-        let m = self.raft.metrics().borrow().clone();
-        let last = m.last_log_index.unwrap_or(0);
-        let follower_lag = m
-            .replication
-            .as_ref()
-            .map(|r| {
-                r.iter()
-                    .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index))))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let stats = self.flusher.stats();
-        ReplicaMetrics {
-            id: self.id,
-            role: format!("{:?}", m.state),
-            term: m.current_term,
-            leader: m.current_leader,
-            last_log_index: m.last_log_index,
-            last_applied: m.last_applied.map(|l| l.index),
-            snapshot: m.snapshot.map(|l| l.index),
-            purged: m.purged.map(|l| l.index),
-            follower_lag,
-            voters: m.membership_config.membership().voter_ids().collect(),
-            fsyncs: stats.flushes.load(Ordering::Relaxed),
-            fsync_requests: stats.requests.load(Ordering::Relaxed),
-            disk_bytes: self.db.size_on_disk().unwrap_or(0),
-        }
+        collect_metrics(self.id, &self.raft, &self.flusher, &self.db)
     }
 
     /// A digest of the applied state, for comparing replicas.
@@ -419,6 +403,33 @@ impl Replica {
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
+    }
+}
+
+fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db) -> ReplicaMetrics {
+    let m = raft.metrics().borrow().clone();
+    let last = m.last_log_index.unwrap_or(0);
+    let follower_lag = m
+        .replication
+        .as_ref()
+        .map(|r| r.iter().map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index)))).collect())
+        .unwrap_or_default();
+    let stats = flusher.stats();
+    ReplicaMetrics {
+        id,
+        role: format!("{:?}", m.state),
+        term: m.current_term,
+        leader: m.current_leader,
+        last_log_index: m.last_log_index,
+        last_applied: m.last_applied.map(|l| l.index),
+        snapshot: m.snapshot.map(|l| l.index),
+        purged: m.purged.map(|l| l.index),
+        follower_lag,
+        voters: m.membership_config.membership().voter_ids().collect(),
+        fsyncs: stats.flushes.load(Ordering::Relaxed),
+                fsync_requests: stats.requests.load(Ordering::Relaxed),
+        fsync_micros: stats.micros.load(Ordering::Relaxed),
+        disk_bytes: db.size_on_disk().unwrap_or(0),
     }
 }
 

@@ -1,0 +1,155 @@
+//! `corral-bench raft`: commit throughput and latency of job submissions through
+//! a replica group of real processes on loopback, fsync on. Clients are closed
+//! loops: each proposes one submission and waits for its commit before the next.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use corral_consensus::leader_client::LeaderClient;
+use corral_consensus::proposer::{MAX_COMMANDS_PER_ENTRY, MAX_ENTRIES_IN_FLIGHT};
+use corral_consensus::RaftTiming;
+use corral_state::account::User;
+use corral_state::command::Command;
+use corral_state::job::{BatchScript, JobSpec};
+use corral_state::node::{GpuDefinition, NodeDefinition};
+use corral_state::partition::{Partition, PreemptMode};
+use corral_state::slurm::duration::TimeLimit;
+use corral_state::slurm::gres::GpuRequest;
+use corral_state::{Actor, Role, Timestamp};
+
+use crate::figures::{Report, Samples};
+use crate::process_cluster::ProcessCluster;
+
+/// Options of `corral-bench raft`.
+#[derive(Args)]
+pub struct RaftArgs {
+    /// Replica processes.
+    #[arg(long, default_value_t = 3)]
+    replicas: u64,
+    /// Concurrent closed-loop clients.
+    #[arg(long, default_value_t = 64)]
+    clients: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Approximate bytes per submission (the batch script is padded to it).
+    #[arg(long, default_value_t = 1024)]
+    payload_bytes: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+fn admin() -> Actor {
+    Actor { user: "root".into(), role: Role::Admin }
+}
+
+/// Nodes, a partition and the benchmark user, so submissions are accepted.
+pub fn setup_commands() -> Vec<Command> {
+    let nodes = (1..=4)
+        .map(|i| NodeDefinition {
+            name: format!("n{i}"),
+            cpus: 64,
+            memory_mb: 512 * 1024,
+            gpus: (0..8).map(|index| GpuDefinition { index, gpu_type: "h100".into() }).collect(),
+            features: BTreeSet::new(),
+        })
+        .collect();
+    let partition = Partition {
+        name: "gpu".into(),
+        hostlist: "n[1-4]".into(),
+        nodes: BTreeSet::new(),
+        max_time: TimeLimit::Seconds(86_400),
+        default_time: None,
+        priority_tier: 1,
+        allowed_accounts: None,
+        preempt_mode: PreemptMode::Requeue,
+        is_default: true,
+        up: true,
+    };
+    let user = User { name: "bench".into(), default_account: "root".into(), accounts: BTreeSet::from(["root".into()]), role: Role::User };
+    vec![
+        Command::DefineNodes { nodes, by: admin(), at: Timestamp::from_secs(1) },
+        Command::SetPartition { partition, by: admin() },
+        Command::SetUser { user, by: admin() },
+    ]
+}
+
+/// One job submission of about `payload_bytes`.
+pub fn submission(payload_bytes: usize, at: Timestamp) -> Command {
+    let mut spec = JobSpec::sbatch_defaults("bench", "bench", "/tmp");
+    spec.gpus_per_node = Some(GpuRequest { gpu_type: None, count: 1 });
+    let header = "#!/bin/bash\n";
+    let script = format!("{header}{}\n", "#".repeat(payload_bytes.saturating_sub(header.len() + 1)));
+    let batch = BatchScript { script, argv: Vec::new(), environment: Default::default() };
+    Command::Submit { spec, batch, by: Actor { user: "bench".into(), role: Role::User }, at }
+}
+
+async fn client_loop(client: Arc<LeaderClient>, payload_bytes: usize, until: Instant) -> (Samples, u64) {
+    let mut latencies = Samples::default();
+    let mut errors = 0;
+    let base = Timestamp::from_secs(2);
+    while Instant::now() < until {
+        let t = Instant::now();
+        match client.propose(vec![submission(payload_bytes, base)]).await {
+            Ok(results) if results.iter().all(Result::is_ok) => latencies.push(t.elapsed()),
+            _ => errors += 1,
+        }
+    }
+    (latencies, errors)
+}
+
+/// Runs the benchmark and prints its figures.
+pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
+    let cluster = ProcessCluster::start(args.replicas, Vec::new())?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let client = Arc::new(cluster.client(Duration::from_secs(30)));
+        for command in setup_commands() {
+            client.propose(vec![command]).await.map_err(|e| anyhow::anyhow!("setup failed: {e}"))?;
+        }
+        let started = Instant::now();
+        let until = started + Duration::from_secs(args.seconds);
+        let tasks: Vec<_> = (0..args.clients)
+            .map(|_| tokio::spawn(client_loop(Arc::clone(&client), args.payload_bytes, until)))
+            .collect();
+        let mut latencies = Samples::default();
+        let mut errors = 0;
+        for task in tasks {
+            let (samples, failed) = task.await?;
+            latencies.merge(samples);
+            errors += failed;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let commits = latencies.len();
+                let mut fsyncs = (0, 0, 0);
+        for id in cluster.ids() {
+            if let Ok(m) = client.metrics(id).await
+                && m.role == "Leader"
+            {
+                fsyncs = (m.fsyncs, m.fsync_requests, m.fsync_micros);
+            }
+        }
+        let timing = RaftTiming::default();
+        let mut report = Report::default();
+        report.put("replicas", args.replicas);
+        report.put("clients", args.clients as u64);
+        report.put("payload_bytes", args.payload_bytes as u64);
+        report.put("seconds", elapsed);
+        report.put("commits", commits as u64);
+        report.put("errors", errors);
+        report.put("commits_per_s", commits as f64 / elapsed);
+        report.put("latency_ms_p50", latencies.quantile(0.5) / 1e3);
+        report.put("latency_ms_p99", latencies.quantile(0.99) / 1e3);
+        report.put("leader_fsyncs", fsyncs.0);
+                report.put("leader_fsync_requests", fsyncs.1);
+        report.put("leader_fsync_ms_mean", fsyncs.2 as f64 / 1e3 / fsyncs.0.max(1) as f64);
+        report.put("heartbeat_ms", timing.heartbeat_ms);
+        report.put("election_timeout_ms", format!("{}-{}", timing.election_min_ms, timing.election_max_ms));
+        report.put("max_commands_per_entry", MAX_COMMANDS_PER_ENTRY as u64);
+        report.put("max_entries_in_flight", MAX_ENTRIES_IN_FLIGHT as u64);
+        report.print(args.json)
+    })
+}
