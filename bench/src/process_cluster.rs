@@ -23,7 +23,9 @@ pub struct ProcessCluster {
 
 /// A free loopback port (bound and released; fine for a benchmark).
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 impl ProcessCluster {
@@ -39,8 +41,17 @@ impl ProcessCluster {
             std::fs::write(root.path().join(format!("{id}.key")), issued.key_pem)?;
         }
         let client_tls = ca.peer_tls("bench-client", &["127.0.0.1"])?;
-        let peers = (1..=replicas).map(|id| Ok((id, format!("127.0.0.1:{}", free_port()?)))).collect::<anyhow::Result<_>>()?;
-        let mut cluster = ProcessCluster { root, exe: std::env::current_exe()?, peers, children: BTreeMap::new(), client_tls, timing_args };
+        let peers = (1..=replicas)
+            .map(|id| Ok((id, format!("127.0.0.1:{}", free_port()?))))
+            .collect::<anyhow::Result<_>>()?;
+        let mut cluster = ProcessCluster {
+            root,
+            exe: std::env::current_exe()?,
+            peers,
+            children: BTreeMap::new(),
+            client_tls,
+            timing_args,
+        };
         for id in 1..=replicas {
             cluster.launch(id, id == 1)?;
         }
@@ -50,7 +61,12 @@ impl ProcessCluster {
     /// Starts (or restarts, on its old port and directory) replica `id`.
     pub fn launch(&mut self, id: u64, bootstrap: bool) -> anyhow::Result<()> {
         let root = self.root.path();
-        let peers = self.peers.iter().map(|(id, a)| format!("{id}={a}")).collect::<Vec<_>>().join(",");
+        let peers = self
+            .peers
+            .iter()
+            .map(|(id, a)| format!("{id}={a}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let mut command = Command::new(&self.exe);
         command
             .arg("replica")
@@ -64,8 +80,20 @@ impl ProcessCluster {
             .arg("--key")
             .arg(root.join(format!("{id}.key")))
             .args(&self.timing_args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
+        // With CORRAL_BENCH_LOG_DIR set, each replica's stderr (its logs) goes there.
+        match std::env::var_os("CORRAL_BENCH_LOG_DIR") {
+            Some(dir) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(std::path::Path::new(&dir).join(format!("replica-{id}.log")))?;
+                command.stderr(file);
+            }
+            None => {
+                command.stderr(Stdio::null());
+            }
+        }
         if bootstrap {
             command.arg("--bootstrap");
         }

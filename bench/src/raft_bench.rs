@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use corral_consensus::RaftTiming;
 use corral_consensus::leader_client::LeaderClient;
 use corral_consensus::proposer::{MAX_COMMANDS_PER_ENTRY, MAX_ENTRIES_IN_FLIGHT};
-use corral_consensus::RaftTiming;
 use corral_state::account::User;
 use corral_state::command::Command;
 use corral_state::job::{BatchScript, JobSpec};
@@ -43,7 +43,10 @@ pub struct RaftArgs {
 }
 
 fn admin() -> Actor {
-    Actor { user: "root".into(), role: Role::Admin }
+    Actor {
+        user: "root".into(),
+        role: Role::Admin,
+    }
 }
 
 /// Nodes, a partition and the benchmark user, so submissions are accepted.
@@ -53,7 +56,12 @@ pub fn setup_commands() -> Vec<Command> {
             name: format!("n{i}"),
             cpus: 64,
             memory_mb: 512 * 1024,
-            gpus: (0..8).map(|index| GpuDefinition { index, gpu_type: "h100".into() }).collect(),
+            gpus: (0..8)
+                .map(|index| GpuDefinition {
+                    index,
+                    gpu_type: "h100".into(),
+                })
+                .collect(),
             features: BTreeSet::new(),
         })
         .collect();
@@ -69,10 +77,22 @@ pub fn setup_commands() -> Vec<Command> {
         is_default: true,
         up: true,
     };
-    let user = User { name: "bench".into(), default_account: "root".into(), accounts: BTreeSet::from(["root".into()]), role: Role::User };
+    let user = User {
+        name: "bench".into(),
+        default_account: "root".into(),
+        accounts: BTreeSet::from(["root".into()]),
+        role: Role::User,
+    };
     vec![
-        Command::DefineNodes { nodes, by: admin(), at: Timestamp::from_secs(1) },
-        Command::SetPartition { partition, by: admin() },
+        Command::DefineNodes {
+            nodes,
+            by: admin(),
+            at: Timestamp::from_secs(1),
+        },
+        Command::SetPartition {
+            partition,
+            by: admin(),
+        },
         Command::SetUser { user, by: admin() },
     ]
 }
@@ -80,14 +100,36 @@ pub fn setup_commands() -> Vec<Command> {
 /// One job submission of about `payload_bytes`.
 pub fn submission(payload_bytes: usize, at: Timestamp) -> Command {
     let mut spec = JobSpec::sbatch_defaults("bench", "bench", "/tmp");
-    spec.gpus_per_node = Some(GpuRequest { gpu_type: None, count: 1 });
+    spec.gpus_per_node = Some(GpuRequest {
+        gpu_type: None,
+        count: 1,
+    });
     let header = "#!/bin/bash\n";
-    let script = format!("{header}{}\n", "#".repeat(payload_bytes.saturating_sub(header.len() + 1)));
-    let batch = BatchScript { script, argv: Vec::new(), environment: Default::default() };
-    Command::Submit { spec, batch, by: Actor { user: "bench".into(), role: Role::User }, at }
+    let script = format!(
+        "{header}{}\n",
+        "#".repeat(payload_bytes.saturating_sub(header.len() + 1))
+    );
+    let batch = BatchScript {
+        script,
+        argv: Vec::new(),
+        environment: Default::default(),
+    };
+    Command::Submit {
+        spec,
+        batch,
+        by: Actor {
+            user: "bench".into(),
+            role: Role::User,
+        },
+        at,
+    }
 }
 
-async fn client_loop(client: Arc<LeaderClient>, payload_bytes: usize, until: Instant) -> (Samples, u64) {
+async fn client_loop(
+    client: Arc<LeaderClient>,
+    payload_bytes: usize,
+    until: Instant,
+) -> (Samples, u64) {
     let mut latencies = Samples::default();
     let mut errors = 0;
     let base = Timestamp::from_secs(2);
@@ -101,6 +143,16 @@ async fn client_loop(client: Arc<LeaderClient>, payload_bytes: usize, until: Ins
     (latencies, errors)
 }
 
+async fn max_term(client: &LeaderClient, cluster: &ProcessCluster) -> u64 {
+    let mut term = 0;
+    for id in cluster.ids() {
+        if let Ok(m) = client.metrics(id).await {
+            term = term.max(m.term);
+        }
+    }
+    term
+}
+
 /// Runs the benchmark and prints its figures.
 pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
     let cluster = ProcessCluster::start(args.replicas, Vec::new())?;
@@ -108,8 +160,12 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let client = Arc::new(cluster.client(Duration::from_secs(30)));
         for command in setup_commands() {
-            client.propose(vec![command]).await.map_err(|e| anyhow::anyhow!("setup failed: {e}"))?;
+            client
+                .propose(vec![command])
+                .await
+                .map_err(|e| anyhow::anyhow!("setup failed: {e}"))?;
         }
+        let term_before = max_term(&client, &cluster).await;
         let started = Instant::now();
         let until = started + Duration::from_secs(args.seconds);
         let tasks: Vec<_> = (0..args.clients)
@@ -123,8 +179,11 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
             errors += failed;
         }
         let elapsed = started.elapsed().as_secs_f64();
+        let term_changes = max_term(&client, &cluster)
+            .await
+            .saturating_sub(term_before);
         let commits = latencies.len();
-                let mut fsyncs = (0, 0, 0);
+        let mut fsyncs = (0, 0, 0);
         for id in cluster.ids() {
             if let Ok(m) = client.metrics(id).await
                 && m.role == "Leader"
@@ -140,14 +199,21 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
         report.put("seconds", elapsed);
         report.put("commits", commits as u64);
         report.put("errors", errors);
+        report.put("term_changes", term_changes);
         report.put("commits_per_s", commits as f64 / elapsed);
         report.put("latency_ms_p50", latencies.quantile(0.5) / 1e3);
         report.put("latency_ms_p99", latencies.quantile(0.99) / 1e3);
         report.put("leader_fsyncs", fsyncs.0);
-                report.put("leader_fsync_requests", fsyncs.1);
-        report.put("leader_fsync_ms_mean", fsyncs.2 as f64 / 1e3 / fsyncs.0.max(1) as f64);
+        report.put("leader_fsync_requests", fsyncs.1);
+        report.put(
+            "leader_fsync_ms_mean",
+            fsyncs.2 as f64 / 1e3 / fsyncs.0.max(1) as f64,
+        );
         report.put("heartbeat_ms", timing.heartbeat_ms);
-        report.put("election_timeout_ms", format!("{}-{}", timing.election_min_ms, timing.election_max_ms));
+        report.put(
+            "election_timeout_ms",
+            format!("{}-{}", timing.election_min_ms, timing.election_max_ms),
+        );
         report.put("max_commands_per_entry", MAX_COMMANDS_PER_ENTRY as u64);
         report.put("max_entries_in_flight", MAX_ENTRIES_IN_FLIGHT as u64);
         report.print(args.json)

@@ -48,7 +48,9 @@ pub fn parse_peers(peers: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     peers
         .split(',')
         .map(|entry| {
-            let (id, addr) = entry.split_once('=').ok_or_else(|| anyhow::anyhow!("peer '{entry}' is not id=host:port"))?;
+            let (id, addr) = entry
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("peer '{entry}' is not id=host:port"))?;
             Ok((id.parse()?, addr.to_string()))
         })
         .collect()
@@ -57,7 +59,10 @@ pub fn parse_peers(peers: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 /// Runs the replica until the process is killed.
 pub fn run(args: &ReplicaArgs) -> anyhow::Result<()> {
     let peers = parse_peers(&args.peers)?;
-    let listen = peers.get(&args.id).ok_or_else(|| anyhow::anyhow!("--peers does not list replica {}", args.id))?.parse()?;
+    let listen = peers
+        .get(&args.id)
+        .ok_or_else(|| anyhow::anyhow!("--peers does not list replica {}", args.id))?
+        .parse()?;
     let tls = PeerTls {
         ca_pem: std::fs::read_to_string(&args.ca)?,
         cert_pem: std::fs::read_to_string(&args.cert)?,
@@ -69,12 +74,37 @@ pub fn run(args: &ReplicaArgs) -> anyhow::Result<()> {
         election_max_ms: args.election_max_ms,
         ..RaftTiming::default()
     };
-    let config = ReplicaConfig { id: args.id, listen, data_dir: args.dir.clone(), tls, timing, cluster_name: "bench".into() };
+    let config = ReplicaConfig {
+        id: args.id,
+        listen,
+        data_dir: args.dir.clone(),
+        tls,
+        timing,
+        cluster_name: "bench".into(),
+    };
+    // Logs to stderr when RUST_LOG is set (e.g. RUST_LOG=openraft=debug).
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let replica = Replica::start(config).await?;
         if args.bootstrap {
-            let members = peers.iter().map(|(id, addr)| (*id, ReplicaAddr { peer: addr.clone(), api: String::new() })).collect();
+            let members = peers
+                .iter()
+                .map(|(id, addr)| {
+                    (
+                        *id,
+                        ReplicaAddr {
+                            peer: addr.clone(),
+                            api: String::new(),
+                        },
+                    )
+                })
+                .collect();
             replica.initialize(members).await?;
         }
         std::future::pending::<()>().await;

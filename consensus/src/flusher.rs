@@ -26,7 +26,7 @@ enum Waiter {
 pub struct FlushStats {
     /// fsyncs performed.
     pub flushes: AtomicU64,
-        /// Requests answered (one fsync answers many when writes are concurrent).
+    /// Requests answered (one fsync answers many when writes are concurrent).
     pub requests: AtomicU64,
     /// Time spent in fsync, microseconds.
     pub micros: AtomicU64,
@@ -97,9 +97,11 @@ fn run(db: &sled::Db, receiver: &mpsc::Receiver<Waiter>, stats: &FlushStats) {
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter());
-                let started = std::time::Instant::now();
+        let started = std::time::Instant::now();
         let result = db.flush().map(|_| ()).map_err(|e| e.to_string());
-        stats.micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        stats
+            .micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         stats.flushes.fetch_add(1, Ordering::Relaxed);
         stats
             .requests

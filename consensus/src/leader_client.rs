@@ -34,7 +34,12 @@ impl LeaderClient {
     /// A client for `replicas` (`id`, `host:port`), giving up after `patience`.
     pub fn new(tls: &PeerTls, replicas: Vec<(ReplicaId, String)>, patience: Duration) -> Self {
         crate::tls::install_crypto_provider();
-        LeaderClient { network: PeerNetwork::new(tls.client_config()), replicas, leader: Mutex::new(None), patience }
+        LeaderClient {
+            network: PeerNetwork::new(tls.client_config()),
+            replicas,
+            leader: Mutex::new(None),
+            patience,
+        }
     }
 
     fn guess(&self, attempt: usize) -> (ReplicaId, String) {
@@ -50,26 +55,36 @@ impl LeaderClient {
 
     /// Proposes `commands` through the leader, waiting out elections.
     pub async fn propose(&self, commands: Vec<Command>) -> Results {
-        let payload = codec::encode(&commands).map_err(|e| ProposeError::Unavailable(e.to_string()))?;
+        let payload =
+            codec::encode(&commands).map_err(|e| ProposeError::Unavailable(e.to_string()))?;
         let deadline = Instant::now() + self.patience;
         let mut attempt = 0;
         loop {
             let (id, addr) = self.guess(attempt);
             attempt += 1;
-            let reply = self.network.call(id, &addr, Method::Propose, payload.clone(), ATTEMPT_TIMEOUT).await;
+            let reply = self
+                .network
+                .call(id, &addr, Method::Propose, payload.clone(), ATTEMPT_TIMEOUT)
+                .await;
             let retry = match reply.map(|bytes| codec::decode::<Results>(&bytes)) {
                 Ok(Ok(Err(ProposeError::NotLeader { leader }))) => {
                     let hint = leader.map(|(id, addr)| (id, addr.peer));
                     let known = hint.is_some();
                     self.believe(hint);
-                    if known { Duration::ZERO } else { Duration::from_millis(10) }
+                    if known {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_millis(10)
+                    }
                 }
                 Ok(Ok(Err(ProposeError::Unavailable(_)))) | Err(_) => {
                     self.believe(None);
                     Duration::from_millis(10)
                 }
                 Ok(Ok(results)) => return results,
-                Ok(Err(e)) => return Err(ProposeError::Unavailable(format!("undecodable reply: {e}"))),
+                Ok(Err(e)) => {
+                    return Err(ProposeError::Unavailable(format!("undecodable reply: {e}")));
+                }
             };
             if Instant::now() + retry > deadline {
                 return Err(ProposeError::Timeout(self.patience.as_millis() as u64));
@@ -80,8 +95,17 @@ impl LeaderClient {
 
     /// One replica's metrics.
     pub async fn metrics(&self, id: ReplicaId) -> Result<ReplicaMetrics, String> {
-        let addr = self.replicas.iter().find(|(r, _)| *r == id).map(|(_, a)| a.clone()).ok_or("unknown replica")?;
-        let bytes = self.network.call(id, &addr, Method::Metrics, Vec::new(), ATTEMPT_TIMEOUT).await.map_err(|s| s.to_string())?;
+        let addr = self
+            .replicas
+            .iter()
+            .find(|(r, _)| *r == id)
+            .map(|(_, a)| a.clone())
+            .ok_or("unknown replica")?;
+        let bytes = self
+            .network
+            .call(id, &addr, Method::Metrics, Vec::new(), ATTEMPT_TIMEOUT)
+            .await
+            .map_err(|s| s.to_string())?;
         codec::decode(&bytes).map_err(|e| e.to_string())
     }
 }

@@ -23,6 +23,16 @@ use crate::pb::Payload;
 use crate::pb::peer_client::PeerClient;
 use crate::types::{ReplicaAddr, ReplicaId, TypeConfig};
 
+/// The shortest deadline given to a peer RPC. openraft bounds AppendEntries by the
+/// heartbeat interval (tens of ms), which must also cover the TCP and TLS
+/// handshake to a peer that just restarted; on a loaded machine that can keep
+/// failing, and the peer, hearing no heartbeats, starts elections. A refused
+/// connection still fails at once; only slow but live peers wait longer.
+pub const MIN_RPC_DEADLINE: Duration = Duration::from_secs(1);
+
+/// How soon an unreachable peer is tried again.
+pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
+
 /// Creates and caches peer channels.
 #[derive(Clone)]
 pub struct PeerNetwork {
@@ -39,7 +49,7 @@ pub enum Method {
     Vote,
     /// Raft InstallSnapshot (one chunk).
     InstallSnapshot,
-        /// A forwarded proposal.
+    /// A forwarded proposal.
     Propose,
     /// A replica's metrics.
     Metrics,
@@ -87,12 +97,12 @@ impl PeerNetwork {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let mut request = tonic::Request::new(Payload { data: payload });
-        request.set_timeout(ttl);
+        request.set_timeout(ttl.max(MIN_RPC_DEADLINE));
         let reply = match method {
             Method::AppendEntries => client.append_entries(request).await,
             Method::Vote => client.vote(request).await,
             Method::InstallSnapshot => client.install_snapshot(request).await,
-                        Method::Propose => client.propose(request).await,
+            Method::Propose => client.propose(request).await,
             Method::Metrics => client.metrics(request).await,
         }?;
         Ok(reply.into_inner().data)
@@ -149,6 +159,14 @@ impl PeerConnection {
 }
 
 impl RaftNetwork<TypeConfig> for PeerConnection {
+    /// Retry an unreachable peer after about one heartbeat, not openraft's 500 ms:
+    /// a replica that restarts must hear from the leader before its own election
+    /// timer fires, or (without pre-vote in openraft 0.9) its higher term deposes
+    /// a healthy leader.
+    fn backoff(&self) -> openraft::network::Backoff {
+        openraft::network::Backoff::new(std::iter::repeat(UNREACHABLE_RETRY))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,

@@ -24,8 +24,16 @@ pub struct PeerService {
 impl PeerService {
     /// A service for `raft`, forwarding proposals to `proposer` and reporting
     /// `metrics`.
-    pub fn new(raft: Raft, proposer: Arc<Proposer>, metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>) -> Self {
-        PeerService { raft, proposer, metrics }
+    pub fn new(
+        raft: Raft,
+        proposer: Arc<Proposer>,
+        metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
+    ) -> Self {
+        PeerService {
+            raft,
+            proposer,
+            metrics,
+        }
     }
 }
 
@@ -55,7 +63,7 @@ impl Peer for PeerService {
     }
 
     async fn propose(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-                let commands: Vec<Command> = request(&req)?;
+        let commands: Vec<Command> = request(&req)?;
         reply(&self.proposer.propose(commands).await)
     }
 

@@ -51,10 +51,13 @@ pub struct RaftTiming {
 
 impl Default for RaftTiming {
     fn default() -> Self {
+        // A follower that knows a leader waits leader lease (= election_max) plus a
+        // random timeout before standing, so failover takes max + [min, max] plus
+        // one round trip: 300-400 ms here (measured by `corral-bench failover`).
         RaftTiming {
-            heartbeat_ms: 50,
-            election_min_ms: 250,
-            election_max_ms: 500,
+            heartbeat_ms: 30,
+            election_min_ms: 100,
+            election_max_ms: 200,
             snapshot_every_entries: 10_000,
             keep_entries_after_snapshot: 1_000,
             install_snapshot_timeout_ms: 10_000,
@@ -116,7 +119,7 @@ pub struct ReplicaMetrics {
     pub voters: BTreeSet<ReplicaId>,
     /// fsyncs performed, and requests they answered (their ratio is the group commit).
     pub fsyncs: u64,
-        /// Durability requests answered.
+    /// Durability requests answered.
     pub fsync_requests: u64,
     /// Time spent in fsync, microseconds.
     pub fsync_micros: u64,
@@ -187,7 +190,7 @@ impl Replica {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let proposer = Proposer::start(raft.clone(), timing.propose_timeout);
 
-                // Nagle off on accepted sockets too (the builder's setting does not reach a
+        // Nagle off on accepted sockets too (the builder's setting does not reach a
         // caller-supplied listener): small Raft messages must not wait for
         // delayed ACKs, which cost 40 ms each on Linux.
         let incoming = TcpIncoming::bind(config.listen)
@@ -196,13 +199,18 @@ impl Replica {
         let peer_addr = incoming
             .local_addr()
             .map_err(|e| StartError::Peer(e.to_string()))?;
-                let metrics = {
-            let (raft, flusher, db, id) = (raft.clone(), Arc::clone(&flusher), db.clone(), config.id);
+        let metrics = {
+            let (raft, flusher, db, id) =
+                (raft.clone(), Arc::clone(&flusher), db.clone(), config.id);
             Arc::new(move || collect_metrics(id, &raft, &flusher, &db))
         };
-        let service = PeerServer::new(PeerService::new(raft.clone(), Arc::clone(&proposer), metrics))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let service = PeerServer::new(PeerService::new(
+            raft.clone(),
+            Arc::clone(&proposer),
+            metrics,
+        ))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let builder = Server::builder()
             .tls_config(config.tls.server_config())
             .map_err(|e| StartError::Peer(format!("peer TLS: {e}")))?;
@@ -412,7 +420,11 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db)
     let follower_lag = m
         .replication
         .as_ref()
-        .map(|r| r.iter().map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index)))).collect())
+        .map(|r| {
+            r.iter()
+                .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index))))
+                .collect()
+        })
         .unwrap_or_default();
     let stats = flusher.stats();
     ReplicaMetrics {
@@ -427,7 +439,7 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db)
         follower_lag,
         voters: m.membership_config.membership().voter_ids().collect(),
         fsyncs: stats.flushes.load(Ordering::Relaxed),
-                fsync_requests: stats.requests.load(Ordering::Relaxed),
+        fsync_requests: stats.requests.load(Ordering::Relaxed),
         fsync_micros: stats.micros.load(Ordering::Relaxed),
         disk_bytes: db.size_on_disk().unwrap_or(0),
     }

@@ -30,6 +30,8 @@ pub struct TestCluster {
     pub addrs: BTreeMap<ReplicaId, SocketAddr>,
     pub replicas: BTreeMap<ReplicaId, Replica>,
     pub timing: RaftTiming,
+    /// How long waits may take before a test fails (a hang, not a slow run).
+    pub patience: Duration,
 }
 
 impl TestCluster {
@@ -41,6 +43,7 @@ impl TestCluster {
             addrs: BTreeMap::new(),
             replicas: BTreeMap::new(),
             timing: timing(),
+            patience: PATIENCE,
         };
         for id in 1..=n {
             cluster.launch(id).await;
@@ -97,7 +100,7 @@ impl TestCluster {
     /// Waits until a running replica leads (the one of the highest term, should
     /// an old leader not yet know it was replaced) and returns it.
     pub async fn leader(&self) -> ReplicaId {
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + self.patience;
         loop {
             let leading = self
                 .replicas
@@ -108,14 +111,18 @@ impl TestCluster {
             if let Some(leader) = leading {
                 return leader;
             }
-            assert!(Instant::now() < deadline, "no leader within {PATIENCE:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no leader within {:?}",
+                self.patience
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// Proposes through whichever replica leads, retrying while leadership moves.
     pub async fn propose(&self, command: Command) -> Result<(), ProposeError> {
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + self.patience;
         loop {
             let leader = self.leader().await;
             match self.replicas[&leader].propose(command.clone()).await {
@@ -132,7 +139,7 @@ impl TestCluster {
     /// Waits until every running replica has applied the same index, then returns
     /// their digests.
     pub async fn converged_digests(&self) -> BTreeMap<ReplicaId, corral_state::StateDigest> {
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + self.patience;
         loop {
             let applied: BTreeSet<Option<u64>> =
                 self.replicas.values().map(|r| r.last_applied()).collect();
