@@ -15,8 +15,13 @@ use tempfile::TempDir;
 /// Generous bound for anything a test waits on; it only catches hangs.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Conservative timing: tests check behaviour, not failover speed, and CI runs
+/// them in parallel on two cores, where tight timeouts would cause elections.
 pub fn timing() -> RaftTiming {
     RaftTiming {
+        heartbeat_ms: 50,
+        election_min_ms: 300,
+        election_max_ms: 600,
         snapshot_every_entries: 50,
         keep_entries_after_snapshot: 5,
         propose_timeout: Duration::from_secs(10),
