@@ -21,6 +21,17 @@ pub enum ProposeError {
     /// The replica stopped or its storage failed.
     #[error("replica unavailable: {0}")]
     Unavailable(String),
+    /// The commands of one proposal share one log entry; this one is too big to
+    /// replicate within a heartbeat. Propose fewer commands at a time.
+    #[error(
+        "the proposal takes {bytes} bytes; one proposal may take at most {max}: propose fewer commands at a time"
+    )]
+    TooLarge {
+        /// Its encoded size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// A linearizable read that could not be served.

@@ -37,6 +37,8 @@ pub struct Flusher {
     sender: Option<mpsc::Sender<Waiter>>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<FlushStats>,
+    /// Set once the thread (and with it its database handle) is gone.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Flusher {
@@ -48,11 +50,19 @@ impl Flusher {
         let thread = std::thread::Builder::new()
             .name("corral-fsync".into())
             .spawn(move || run(&db, &receiver, &thread_stats))?;
+        let closed = tokio::sync::watch::channel(false).0;
         Ok(Flusher {
             sender: Some(sender),
             thread: Some(thread),
             stats,
+            closed,
         })
+    }
+
+    /// Becomes true when the flusher has stopped: by then every store that shared
+    /// it has been dropped, so the database can be opened again.
+    pub fn closed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closed.subscribe()
     }
 
     /// Queues openraft's callback; it fires after the next fsync.
@@ -90,6 +100,7 @@ impl Drop for Flusher {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.closed.send_replace(true);
     }
 }
 

@@ -15,6 +15,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, StorageIOError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use crate::flusher::Flusher;
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
@@ -29,7 +30,12 @@ pub struct LogStore {
     log: sled::Tree,
     meta: sled::Tree,
     flusher: Arc<Flusher>,
+    /// The log index the durable snapshot covers; purges wait for it.
+    durable_snapshot: Option<watch::Receiver<Option<u64>>>,
 }
+
+/// How long a purge waits for the snapshot that covers it to become durable.
+const PURGE_WAITS_FOR_SNAPSHOT: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn encode<T: Serialize>(value: &T, subject: ErrorSubject<u64>) -> Result<Vec<u8>, StorageError> {
     postcard::to_stdvec(value)
@@ -67,7 +73,22 @@ impl LogStore {
             log: db.open_tree("log")?,
             meta: db.open_tree("raft-meta")?,
             flusher,
+            durable_snapshot: None,
         })
+    }
+
+    /// Purges wait until the snapshot covering them is durable (openraft may
+    /// purge while a received snapshot is still being saved; a crash in between
+    /// would otherwise leave a hole between the snapshot and the log).
+    pub fn purging_after(mut self, durable_snapshot: watch::Receiver<Option<u64>>) -> Self {
+        self.durable_snapshot = Some(durable_snapshot);
+        self
+    }
+
+    /// The end of the log: the last entry, or the purge point if that is later
+    /// (entries left behind by a crash in the middle of a purge).
+    fn last_log_id(&self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.last_entry_id()?.max(self.last_purged()?))
     }
 
     fn read_meta<T: DeserializeOwned>(
@@ -201,7 +222,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
-        let last_log_id = self.last_entry_id()?.or(last_purged_log_id);
+        let last_log_id = self.last_log_id()?;
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -242,7 +263,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let last = self.last_entry_id()?.or(self.last_purged()?);
+        let last = self.last_log_id()?;
         // The log must stay contiguous: each entry continues it exactly. (An empty,
         // never-purged log starts wherever openraft says.)
         let mut expected = last.map(|id| id.index + 1);
@@ -282,6 +303,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        if let Some(durable) = self.durable_snapshot.as_mut() {
+            let covered = durable.wait_for(|index| index.is_some_and(|i| i >= log_id.index));
+            match tokio::time::timeout(PURGE_WAITS_FOR_SNAPSHOT, covered).await {
+                Ok(Ok(_)) => {}
+                _ => {
+                    return Err(defensive(format!(
+                        "purge to {} before a durable snapshot covers it",
+                        log_id.index
+                    )));
+                }
+            }
+        }
         // Record the purge point durably first: a crash between the two steps then
         // leaves extra entries (ignored), never a hole.
         self.write_meta(LAST_PURGED, &log_id, ErrorSubject::Logs)?;

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -23,12 +24,11 @@ use crate::pb::Payload;
 use crate::pb::peer_client::PeerClient;
 use crate::types::{ReplicaAddr, ReplicaId, TypeConfig};
 
-/// The shortest deadline given to a peer RPC. openraft bounds AppendEntries by the
-/// heartbeat interval (tens of ms), which must also cover the TCP and TLS
-/// handshake to a peer that just restarted; on a loaded machine that can keep
-/// failing, and the peer, hearing no heartbeats, starts elections. A refused
-/// connection still fails at once; only slow but live peers wait longer.
-pub const MIN_RPC_DEADLINE: Duration = Duration::from_secs(1);
+/// Most bytes one AppendEntries may carry. openraft bounds each AppendEntries by
+/// the heartbeat interval and, on a timeout, resends the same batch forever; only
+/// `PayloadTooLarge` makes it send fewer entries. So oversized batches are refused
+/// before sending, with a hint of how many entries fit.
+pub const APPEND_BUDGET_BYTES: usize = 1024 * 1024;
 
 /// How soon an unreachable peer is tried again.
 pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
@@ -97,7 +97,7 @@ impl PeerNetwork {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let mut request = tonic::Request::new(Payload { data: payload });
-        request.set_timeout(ttl.max(MIN_RPC_DEADLINE));
+        request.set_timeout(ttl);
         let reply = match method {
             Method::AppendEntries => client.append_entries(request).await,
             Method::Vote => client.vote(request).await,
@@ -150,6 +150,10 @@ impl PeerConnection {
                 tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::Unknown => {
                     RPCError::Unreachable(Unreachable::new(&status))
                 }
+                // A message over the transport limit: ask openraft for a smaller batch.
+                tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+                    RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(1))
+                }
                 _ => RPCError::Network(NetworkError::new(&status)),
             })?;
         let result: Result<Resp, E> =
@@ -175,6 +179,13 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         AppendEntriesResponse<ReplicaId>,
         RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId>>,
     > {
+        if rpc.entries.len() > 1
+            && let Some(fit) = entries_within_budget(&rpc)
+        {
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(fit),
+            ));
+        }
         self.roundtrip(Method::AppendEntries, &rpc, option.hard_ttl())
             .await
     }
@@ -199,4 +210,23 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         self.roundtrip(Method::InstallSnapshot, &rpc, option.hard_ttl())
             .await
     }
+}
+
+/// When the batch is over [`APPEND_BUDGET_BYTES`], how many leading entries fit
+/// (at least one: a single large entry is sent alone); `None` when all fit.
+fn entries_within_budget(rpc: &AppendEntriesRequest<TypeConfig>) -> Option<u64> {
+    let sizes: Vec<usize> = rpc
+        .entries
+        .iter()
+        .map(|e| postcard::experimental::serialized_size(e).unwrap_or(usize::MAX))
+        .collect();
+    if sizes.iter().fold(0usize, |sum, s| sum.saturating_add(*s)) <= APPEND_BUDGET_BYTES {
+        return None;
+    }
+    let mut total = 0usize;
+    let fit = sizes.iter().take_while(|s| {
+        total = total.saturating_add(**s);
+        total <= APPEND_BUDGET_BYTES
+    });
+    Some((fit.count() as u64).max(1))
 }

@@ -140,6 +140,7 @@ pub struct Replica {
     leadership: watch::Receiver<Leadership>,
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
+    storage_closed: watch::Receiver<bool>,
 }
 
 impl Replica {
@@ -158,9 +159,11 @@ impl Replica {
             .map_err(storage)?;
         let flusher =
             Arc::new(Flusher::start(db.clone()).map_err(|e| storage(sled::Error::Io(e)))?);
-        let log = LogStore::open(&db, Arc::clone(&flusher)).map_err(storage)?;
         let state = StateMachineStore::open(&db, Arc::clone(&flusher))
             .map_err(|e| StartError::Raft(e.to_string()))?;
+        let log = LogStore::open(&db, Arc::clone(&flusher))
+            .map_err(storage)?
+            .purging_after(state.durable_snapshot());
         let network = PeerNetwork::new(config.tls.client_config());
         let timing = &config.timing;
         let raft_config = Config {
@@ -229,6 +232,7 @@ impl Replica {
             }
         });
         let leadership = watch_leadership(&raft, config.id);
+        let storage_closed = flusher.closed();
         Ok(Replica {
             id: config.id,
             raft,
@@ -241,6 +245,7 @@ impl Replica {
             leadership,
             stop_server: Some(stop_server),
             server: Some(server),
+            storage_closed,
         })
     }
 
@@ -402,14 +407,36 @@ impl Replica {
     }
 
     /// Stops Raft and the peer server and closes storage. After this returns the
-    /// data directory may be opened again.
-    pub async fn shutdown(mut self) {
-        let _ = self.raft.shutdown().await;
-        if let Some(stop) = self.stop_server.take() {
+    /// data directory may be opened again (tasks that still held the stores are
+    /// waited for, up to 10 s).
+    pub async fn shutdown(self) {
+        let Replica {
+            raft,
+            state,
+            proposer,
+            network,
+            flusher,
+            db,
+            leadership,
+            stop_server,
+            server,
+            mut storage_closed,
+            ..
+        } = self;
+        let _ = raft.shutdown().await;
+        if let Some(stop) = stop_server {
             let _ = stop.send(());
         }
-        if let Some(server) = self.server.take() {
+        if let Some(server) = server {
             let _ = server.await;
+        }
+        drop((raft, state, proposer, network, flusher, db, leadership));
+        let closed = storage_closed.wait_for(|closed| *closed);
+        if tokio::time::timeout(Duration::from_secs(10), closed)
+            .await
+            .is_err()
+        {
+            tracing::warn!("replica storage still held 10 s after shutdown");
         }
     }
 }

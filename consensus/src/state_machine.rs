@@ -13,6 +13,7 @@ use corral_state::ClusterState;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::flusher::Flusher;
 use crate::types::{
@@ -42,6 +43,11 @@ struct SnapshotFile {
 pub struct StateMachineStore {
     applier: Arc<RwLock<Applier>>,
     current: Arc<Mutex<Option<SnapshotFile>>>,
+    /// Serializes snapshot persists, so a build racing an install cannot leave the
+    /// older snapshot on disk.
+    persisting: Arc<tokio::sync::Mutex<()>>,
+    /// The log index covered by the durable snapshot (the log may be purged up to it).
+    durable: Arc<watch::Sender<Option<u64>>>,
     tree: sled::Tree,
     flusher: Arc<Flusher>,
 }
@@ -67,12 +73,22 @@ impl StateMachineStore {
             applier = applier_from(&file)?;
             current = Some(file);
         }
+        let durable = current
+            .as_ref()
+            .and_then(|f: &SnapshotFile| f.meta.last_log_id.map(|l| l.index));
         Ok(StateMachineStore {
             applier: Arc::new(RwLock::new(applier)),
             current: Arc::new(Mutex::new(current)),
+            persisting: Arc::new(tokio::sync::Mutex::new(())),
+            durable: Arc::new(watch::channel(durable).0),
             tree,
             flusher,
         })
+    }
+
+    /// A watch of the log index the durable snapshot covers.
+    pub fn durable_snapshot(&self) -> watch::Receiver<Option<u64>> {
+        self.durable.subscribe()
     }
 
     /// Runs `read` on the applied state (not linearizable by itself: see `Replica::read`).
@@ -86,15 +102,30 @@ impl StateMachineStore {
         self.applier.read().ok().and_then(|a| a.last_applied)
     }
 
-    async fn persist(&self, file: SnapshotFile) -> Result<(), StorageError> {
-        let bytes = postcard::to_stdvec(&file).map_err(io)?;
-        self.tree.insert(CURRENT, bytes).map_err(io)?;
+    /// Makes `file` the durable current snapshot, unless a snapshot at least as
+    /// new already is; returns the current snapshot either way.
+    async fn persist(&self, file: SnapshotFile) -> Result<SnapshotFile, StorageError> {
+        let _one_at_a_time = self.persisting.lock().await;
+        let existing = self.current.lock().map_err(|_| poisoned())?.clone();
+        if let Some(existing) = existing.filter(|e| e.meta.last_log_id >= file.meta.last_log_id) {
+            return Ok(existing);
+        }
+        let encoded = {
+            let file = file.clone();
+            tokio::task::spawn_blocking(move || postcard::to_stdvec(&file))
+                .await
+                .map_err(io)?
+                .map_err(io)?
+        };
+        self.tree.insert(CURRENT, encoded).map_err(io)?;
         self.flusher
             .flush()
             .await
             .map_err(|e| io(std::io::Error::other(e)))?;
-        *self.current.lock().map_err(|_| poisoned())? = Some(file);
-        Ok(())
+        *self.current.lock().map_err(|_| poisoned())? = Some(file.clone());
+        self.durable
+            .send_replace(file.meta.last_log_id.map(|l| l.index));
+        Ok(file)
     }
 }
 
@@ -117,11 +148,20 @@ fn to_snapshot(file: SnapshotFile) -> Snapshot<TypeConfig> {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (state, last_applied, membership) = {
+        // Copy under the lock, encode outside it and off the runtime: applies and
+        // reads continue while a large state is encoded.
+        let (copy, last_applied, membership) = {
             let applier = self.applier.read().map_err(|_| poisoned())?;
-            let state = corral_state::snapshot::encode(&applier.state).map_err(io)?;
-            (state, applier.last_applied, applier.membership.clone())
+            (
+                applier.state.clone(),
+                applier.last_applied,
+                applier.membership.clone(),
+            )
         };
+        let state = tokio::task::spawn_blocking(move || corral_state::snapshot::encode(&copy))
+            .await
+            .map_err(io)?
+            .map_err(io)?;
         let snapshot_id = match last_applied {
             Some(id) => format!(
                 "{}-{}-{}",
@@ -134,8 +174,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             last_membership: membership,
             snapshot_id,
         };
-        let file = SnapshotFile { meta, state };
-        self.persist(file.clone()).await?;
+        let file = self.persist(SnapshotFile { meta, state }).await?;
         Ok(to_snapshot(file))
     }
 }
@@ -193,9 +232,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             meta: meta.clone(),
             state: snapshot.into_inner(),
         };
-        let installed = applier_from(&file)?;
+        let decoded = {
+            let file = file.clone();
+            tokio::task::spawn_blocking(move || applier_from(&file))
+                .await
+                .map_err(io)??
+        };
         self.persist(file).await?;
-        *self.applier.write().map_err(|_| poisoned())? = installed;
+        *self.applier.write().map_err(|_| poisoned())? = decoded;
         Ok(())
     }
 

@@ -59,12 +59,10 @@ async fn a_cluster_elects_a_leader_and_replicates_writes() {
         1,
         "replicas differ: {digests:?}"
     );
-    // Every write was made durable by the fsync thread.
+    // The writes were made durable by the fsync thread: at least one fsync per
+    // acknowledged batch on the leader.
     let metrics = cluster.replicas[&leader].metrics();
-    assert!(
-        metrics.fsyncs > 0 && metrics.fsync_requests >= metrics.fsyncs,
-        "{metrics:?}"
-    );
+    assert!(metrics.fsyncs >= 20, "{metrics:?}");
     cluster.shutdown().await;
 }
 
