@@ -22,6 +22,24 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder, SnapshotMeta};
 use support::*;
 
+/// A size knob for a test: the environment variable `name`, else `default`.
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Proposes `n` marks of `kib` KiB each through the leader.
+async fn write_big_marks(cluster: &TestCluster, n: usize, kib: usize) {
+    for i in 0..n {
+        cluster
+            .propose(big_mark(&format!("b{i}"), kib * 1024))
+            .await
+            .unwrap();
+    }
+}
+
 fn big_mark(name: &str, bytes: usize) -> Command {
     Command::SetAccount {
         account: Account {
@@ -70,20 +88,9 @@ async fn p1_lagging_follower_with_big_entries_catches_up() {
     let leader = cluster.leader().await;
     let lagging = *cluster.replicas.keys().find(|id| **id != leader).unwrap();
     cluster.stop(lagging).await;
-    let n: usize = std::env::var("P1_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(70);
-    let kib: usize = std::env::var("P1_KIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024);
-    for i in 0..n {
-        cluster
-            .propose(big_mark(&format!("b{i}"), kib * 1024))
-            .await
-            .unwrap();
-    }
+    let n = env_or("P1_N", 70);
+    let kib = env_or("P1_KIB", 1024);
+    write_big_marks(&cluster, n, kib).await;
     let target = cluster.replicas[&leader].last_applied();
     cluster.launch(lagging).await;
     let started = Instant::now();
@@ -113,10 +120,7 @@ async fn p2_one_big_entry_commits() {
     let cluster = start_with(3, prod_timing()).await;
     cluster.propose(mark("early")).await.unwrap();
     let leader = cluster.leader().await;
-    let n: usize = std::env::var("P2_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32);
+    let n = env_or("P2_N", 32);
     let commands: Vec<Command> = (0..n)
         .map(|i| big_mark(&format!("c{i}"), 1024 * 1024))
         .collect();
@@ -414,20 +418,9 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
 async fn p6_failover_after_big_entries() {
     let mut cluster = start_with(3, prod_timing()).await;
     cluster.propose(mark("early")).await.unwrap();
-    let n: usize = std::env::var("P6_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(70);
-    let kib: usize = std::env::var("P6_KIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024);
-    for i in 0..n {
-        cluster
-            .propose(big_mark(&format!("b{i}"), kib * 1024))
-            .await
-            .unwrap();
-    }
+    let n = env_or("P6_N", 70);
+    let kib = env_or("P6_KIB", 1024);
+    write_big_marks(&cluster, n, kib).await;
     let old = cluster.leader().await;
     cluster.stop(old).await;
     let started = Instant::now();

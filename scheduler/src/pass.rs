@@ -279,10 +279,6 @@ impl<'s> Pass<'s> {
 
     fn consider(&mut self, job: &'s Job) {
         self.plan.stats.considered += 1;
-        if job.state != JobState::Pending {
-            self.ineligible(job, PendingReason::JobHoldMaxRequeue);
-            return;
-        }
         if let Err(reason) = eligibility::check(self.state, job, self.now, &self.usage) {
             self.ineligible(job, reason);
             return;
