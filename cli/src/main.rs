@@ -3,6 +3,8 @@
 //!
 //! Not built yet: this binary only says so and exits with status 2.
 
+mod format;
+
 fn main() -> std::process::ExitCode {
     eprintln!(
         "corral: the client and `corral demo` are not built yet (the controller and CLI issue); \

@@ -1,0 +1,6 @@
+//! corral-controller: the controller daemon's parts. `config` reads `corral.toml`;
+//! `api` serves the client gRPC API on every replica (reads locally, writes through
+//! the leader); `leader_loop` runs scheduling passes and time-driven commands while
+//! this replica leads; `daemon` wires them to a `corral_consensus::Replica`.
+
+pub mod config;

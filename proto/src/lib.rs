@@ -1,0 +1,13 @@
+//! corral-proto: the client API every controller serves (`proto/api.proto`), and
+//! the JSON payloads its messages carry. The CLI and the controller both build on
+//! it; nothing here does I/O beyond what tonic generates.
+
+#![allow(missing_docs)] // generated code
+
+pub mod admin;
+pub mod records;
+
+/// The generated gRPC service, client and messages.
+pub mod api {
+    tonic::include_proto!("corral.api.v1");
+}
