@@ -122,6 +122,7 @@ pub fn submission(payload_bytes: usize, at: Timestamp) -> Command {
             role: Role::User,
         },
         at,
+        key: None,
     }
 }
 

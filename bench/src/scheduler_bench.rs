@@ -75,6 +75,7 @@ fn submit_mix(
             batch,
             by,
             at,
+            key: None,
         }) {
             Ok(Outcome::Submitted { .. }) => {}
             other => anyhow::bail!("benchmark submission refused: {other:?}"),
@@ -187,7 +188,8 @@ fn placement_rate(args: &SchedulerArgs, report: &mut Report) -> anyhow::Result<(
                 spec,
                 batch,
                 by,
-                at
+                at,
+                key: None,
             }),
             Ok(Outcome::Submitted { .. })
         ) {
@@ -229,6 +231,7 @@ fn gang_on_fragmented_cluster(args: &SchedulerArgs, report: &mut Report) -> anyh
             batch,
             by,
             at,
+            key: None,
         }) else {
             anyhow::bail!("fragment submission refused");
         };
@@ -257,6 +260,7 @@ fn gang_on_fragmented_cluster(args: &SchedulerArgs, report: &mut Report) -> anyh
         batch,
         by,
         at,
+        key: None,
     }) else {
         anyhow::bail!("gang submission refused");
     };

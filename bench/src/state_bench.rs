@@ -64,6 +64,7 @@ pub fn run(args: &StateArgs) -> anyhow::Result<()> {
             batch,
             by,
             at: clock.advance(1),
+            key: None,
         };
         let t = Instant::now();
         let outcome = state.apply(command);

@@ -78,6 +78,7 @@ fn big_submission(i: usize) -> Command {
             role: Role::User,
         },
         at: Timestamp::from_secs(2),
+        key: None,
     }
 }
 

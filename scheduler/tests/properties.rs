@@ -130,6 +130,7 @@ fn drive(state: &mut ClusterState, step: &Step) {
                 batch: script(),
                 by,
                 at: now,
+                key: None,
             });
         }
         Step::Schedule => schedule_and_check(state, now),

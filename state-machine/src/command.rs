@@ -70,6 +70,11 @@ pub enum Command {
         batch: BatchScript,
         /// The authenticated submitter.
         by: Actor,
+        /// The client's idempotency key: a second `Submit` by the same user with
+        /// the same key within [`crate::submit_keys::SUBMIT_KEY_RETENTION_MS`]
+        /// changes nothing and answers with the first one's jobs, so a client may
+        /// retry a submission whose answer it lost.
+        key: Option<String>,
         /// Leader time.
         at: Timestamp,
     },

@@ -27,6 +27,7 @@ pub mod reservation;
 pub mod slurm;
 pub mod snapshot;
 pub mod state;
+pub mod submit_keys;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod time;

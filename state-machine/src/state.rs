@@ -15,6 +15,7 @@ use crate::partition::Partition;
 use crate::qos::Qos;
 use crate::rejection::Rejection;
 use crate::reservation::Reservation;
+use crate::submit_keys::SubmitKeys;
 use crate::time::Timestamp;
 use crate::topology::Topology;
 
@@ -40,6 +41,8 @@ pub struct ClusterState {
     /// Index: jobs in RUNNING or COMPLETING.
     pub(crate) active: BTreeSet<JobId>,
     pub(crate) accounting: Accounting,
+    /// Idempotency keys of recent submissions.
+    pub(crate) submit_keys: SubmitKeys,
 }
 
 impl Default for ClusterState {
@@ -74,6 +77,7 @@ impl ClusterState {
             queued: BTreeSet::new(),
             active: BTreeSet::new(),
             accounting: Accounting::default(),
+            submit_keys: SubmitKeys::default(),
         }
     }
 
@@ -145,5 +149,9 @@ impl ClusterState {
     /// Usage tables.
     pub fn accounting(&self) -> &Accounting {
         &self.accounting
+    }
+    /// Idempotency keys of recent submissions.
+    pub fn submit_keys(&self) -> &SubmitKeys {
+        &self.submit_keys
     }
 }

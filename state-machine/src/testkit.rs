@@ -216,6 +216,7 @@ pub fn submit(state: &mut ClusterState, spec: JobSpec, when: Timestamp) -> JobId
             batch: script(),
             by,
             at: when,
+            key: None,
         },
     ) {
         Outcome::Submitted { first, .. } => first,

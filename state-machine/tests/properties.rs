@@ -258,11 +258,15 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 });
             }
             let by = user(USERS[u as usize % 2]);
+            // Some submissions carry a key drawn from a small set, so retries of
+            // an earlier submission (answered without change) are exercised too.
+            let key = (nodes % 2 == 0).then(|| format!("key-{}", gpus % 3));
             Command::Submit {
                 spec: sp,
                 batch: script(),
                 by,
                 at: now,
+                key,
             }
         }
         Op::PlanFirstFit { job } => {
@@ -533,6 +537,7 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 spec: sp,
                 batch: script(),
                 at: now,
+                key: None,
             }
         }
     })

@@ -176,6 +176,7 @@ fn p5_submit_trusts_client_values() {
         batch: script(),
         by: user("alice"),
         at: at(1),
+        key: None,
     })
     .is_ok()
     {
@@ -190,6 +191,7 @@ fn p5_submit_trusts_client_values() {
         batch: script(),
         by: user("alice"),
         at: at(1),
+        key: None,
     })
     .is_ok()
     {
@@ -203,6 +205,7 @@ fn p5_submit_trusts_client_values() {
         batch: script(),
         by: user("alice"),
         at: at(1),
+        key: None,
     })
     .is_ok()
     {
@@ -221,6 +224,7 @@ fn p5_submit_trusts_client_values() {
         batch: script(),
         by: user("alice"),
         at: at(1),
+        key: None,
     }) && s.job(first).unwrap().resources.gpus_per_node == 0
     {
         problems.push("gpus-per-task=4 resolved to 0 GPUs/node");
@@ -242,6 +246,7 @@ fn p5_submit_trusts_client_values() {
         batch,
         by: user("alice"),
         at: at(1),
+        key: None,
     })
     .is_ok()
     {
@@ -265,6 +270,7 @@ fn p5b_duplicate_task_ids_are_refused() {
         batch: script(),
         by: user("alice"),
         at: at(1),
+        key: None,
     });
     assert!(r.unwrap_err().to_string().contains("distinct"));
     assert_eq!(s.digest(), before);
@@ -465,6 +471,7 @@ fn p11_required_node_that_cannot_fit_is_accepted() {
         batch: script(),
         by: user("alice"),
         at: at(2),
+        key: None,
     });
     assert!(r.is_err(), "impossible --nodelist job accepted: {r:?}");
 }

@@ -97,6 +97,7 @@ fn a_training_script_becomes_a_two_node_gang_request() {
             batch,
             by: user("alice"),
             at: at(1),
+            key: None,
         },
     );
     let Outcome::Submitted { first, .. } = out else {

@@ -22,6 +22,7 @@ fn refused(state: &mut ClusterState, spec: corral_state::job::JobSpec) -> String
         batch: script(),
         by,
         at: at(1),
+        key: None,
     });
     assert_eq!(
         state.digest(),
@@ -123,6 +124,7 @@ fn submitting_as_someone_else_is_refused() {
         batch: script(),
         by: user("bob"),
         at: at(1),
+        key: None,
     });
     assert!(matches!(result, Err(Rejection::PermissionDenied(_))));
     assert_eq!(s.digest(), before);
@@ -139,6 +141,7 @@ fn a_script_without_an_interpreter_line_is_refused() {
         batch,
         by: user("alice"),
         at: at(1),
+        key: None,
     });
     assert!(result.unwrap_err().to_string().contains("#!/bin/bash"));
     assert_eq!(s.digest(), before);
@@ -177,6 +180,7 @@ fn an_array_becomes_one_job_per_task_sharing_one_script() {
             batch: script(),
             by: user("alice"),
             at: at(1),
+            key: None,
         },
     );
     assert_eq!(

@@ -769,6 +769,7 @@ impl Builder {
             batch,
             by,
             at,
+            key: None,
         })?
         else {
             return Err("Submit did not report the submitted jobs".into());

@@ -78,8 +78,12 @@ fn dispatch(
     use Command::*;
     match command {
         Submit {
-            spec, batch, by, ..
-        } => submit::submit(state, spec, batch, &by, now),
+            spec,
+            batch,
+            by,
+            key,
+            ..
+        } => submit::submit(state, spec, batch, &by, key, now),
         Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),

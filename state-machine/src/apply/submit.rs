@@ -23,6 +23,7 @@ pub(super) fn submit(
     spec: JobSpec,
     batch: BatchScript,
     by: &Actor,
+    key: Option<String>,
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     if spec.user != by.user && !by.is_admin() {
@@ -30,6 +31,15 @@ pub(super) fn submit(
             "user '{}' may not submit a job as '{}'",
             by.user, spec.user
         )));
+    }
+    if let Some(key) = &key {
+        check_key(key)?;
+        if let Some(seen) = state.submit_keys.get(&by.user, key) {
+            return Ok(Outcome::Submitted {
+                first: seen.first,
+                count: seen.count,
+            });
+        }
     }
     check_script(state, &batch)?;
     let spec_bytes = check_spec(&spec, by)?;
@@ -106,8 +116,24 @@ pub(super) fn submit(
     }
     state.scripts.insert(first, batch);
     state.next_job_id += u64::from(count);
+    if let Some(key) = key {
+        state.submit_keys.record(&by.user, key, first, count, now);
+    }
     Ok(Outcome::Submitted { first, count })
 }
+
+fn check_key(key: &str) -> Result<(), Rejection> {
+    if key.is_empty() || key.len() > MAX_SUBMIT_KEY_BYTES {
+        return Err(Rejection::InvalidRequest(format!(
+            "an idempotency key must be 1 to {MAX_SUBMIT_KEY_BYTES} bytes; this one has {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The longest idempotency key a submission may carry.
+const MAX_SUBMIT_KEY_BYTES: usize = 128;
 
 fn initial_reason(spec: &JobSpec) -> PendingReason {
     if spec.hold {

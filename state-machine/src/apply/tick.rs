@@ -1,6 +1,6 @@
 //! `Tick`: the leader's clock as a command. Charges running attempts, decays
-//! usage, ends attempts past their time limit or preemption grace, and drops
-//! reservations whose window has closed.
+//! usage, ends attempts past their time limit or preemption grace, drops
+//! reservations whose window has closed, and forgets old submission keys.
 
 use super::lifecycle::{begin_ending, charge};
 use crate::command::Outcome;
@@ -19,6 +19,7 @@ pub(super) fn tick(state: &mut ClusterState, now: Timestamp) -> Result<Outcome, 
     state
         .accounting
         .decay_to(now, state.config.fairshare_half_life_seconds);
+    state.submit_keys.expire(now);
 
     let mut ended = Vec::new();
     for id in active {
