@@ -34,6 +34,6 @@ pub mod pb {
 }
 
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
-pub use replica::{Leadership, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics};
+pub use replica::{Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics};
 pub use tls::PeerTls;
 pub use types::{ReplicaAddr, ReplicaId};

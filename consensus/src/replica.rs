@@ -127,6 +127,17 @@ pub struct ReplicaMetrics {
     pub disk_bytes: u64,
 }
 
+/// A member of the Raft group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Its id.
+    pub id: ReplicaId,
+    /// Its addresses.
+    pub addr: ReplicaAddr,
+    /// True for voters, false for learners.
+    pub voter: bool,
+}
+
 /// A running replica.
 pub struct Replica {
     id: ReplicaId,
@@ -394,6 +405,22 @@ impl Replica {
     /// Raft position, follower lag and storage figures.
     pub fn metrics(&self) -> ReplicaMetrics {
         collect_metrics(self.id, &self.raft, &self.flusher, &self.db)
+    }
+
+    /// Every member (voters and learners) with its addresses, as this replica's
+    /// latest membership entry says, and whether it votes.
+    pub fn members(&self) -> Vec<Member> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<ReplicaId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, addr)| Member {
+                id: *id,
+                addr: addr.clone(),
+                voter: voters.contains(id),
+            })
+            .collect()
     }
 
     /// A digest of the applied state, for comparing replicas.

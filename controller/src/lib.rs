@@ -3,4 +3,8 @@
 //! the leader); `leader_loop` runs scheduling passes and time-driven commands while
 //! this replica leads; `daemon` wires them to a `corral_consensus::Replica`.
 
+pub mod api;
+pub mod clock;
 pub mod config;
+pub mod daemon;
+pub mod leader_loop;

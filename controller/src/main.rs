@@ -1,8 +1,142 @@
-//! corrald: the controller daemon (issue 5): client gRPC API, leader loop (plan -> propose -> dispatch), agent gateway (QUIC), liveness, configuration.
-//!
-//! Not built yet: this binary only says so and exits with status 2.
+//! corrald: the controller daemon. `corrald --config corral.toml` runs a replica
+//! (Raft, client API, leader loop); `corrald init --config corral.toml` asks the
+//! running local replica to bootstrap a new cluster; `corrald check-config`
+//! validates a file and exits.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("corrald is not built yet; see ARCHITECTURE.md for what it will own.");
-    std::process::ExitCode::from(2)
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use corral_controller::config;
+use corral_controller::daemon::Controller;
+use corral_pki::TlsMaterial;
+use corral_proto::api::Empty;
+use corral_proto::api::corral_client::CorralClient;
+use tonic::transport::Endpoint;
+
+#[derive(Parser)]
+#[command(name = "corrald", version, about = "The corral controller daemon")]
+struct Args {
+    /// The configuration file.
+    #[arg(long, short = 'c', global = true, default_value = "/etc/corral/corral.toml")]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run this replica (the default).
+    Run,
+    /// Bootstrap a new cluster: the local replica (already running) initializes
+    /// Raft with the replicas of the file and creates its cluster definition.
+    /// Run once, on one replica, after starting them all.
+    Init {
+        /// How long to keep trying to reach the local replica.
+        #[arg(long, default_value = "30")]
+        timeout_seconds: u64,
+    },
+    /// Validate the configuration file and exit.
+    CheckConfig,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("corrald: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("corrald: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let config = config::load(&args.config)?;
+    match args.command.unwrap_or(Command::Run) {
+        Command::CheckConfig => {
+            println!(
+                "{}: cluster '{}', replica {} of {}, {} nodes, {} partitions: OK",
+                config.source.display(),
+                config.cluster_name,
+                config.id,
+                config.replicas.len(),
+                config.cluster.nodes.len(),
+                config.cluster.partitions.len()
+            );
+            Ok(())
+        }
+        Command::Init { timeout_seconds } => init(config, Duration::from_secs(timeout_seconds)).await,
+        Command::Run => {
+            let controller = Controller::start(config).await?;
+            wait_for_signal().await?;
+            tracing::info!("stopping");
+            controller.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+/// Calls `Bootstrap` on this file's replica with the file's controller
+/// certificate, retrying until the replica answers.
+async fn init(config: config::ControllerConfig, patience: Duration) -> anyhow::Result<()> {
+    corral_consensus::tls::install_crypto_provider();
+    let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
+    let api = config.this_replica().api.clone();
+    let endpoint = Endpoint::from_shared(format!("https://{api}"))
+        .with_context(|| format!("'{api}' is not a usable address"))?
+        .tls_config(tls.client_config())
+        .context("client TLS")?
+        .connect_timeout(Duration::from_secs(2));
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let attempt = async {
+            let channel = endpoint.connect().await?;
+            let reply = CorralClient::new(channel).bootstrap(Empty {}).await?;
+            anyhow::Ok(reply.into_inner().message)
+        };
+        match attempt.await {
+            Ok(message) => {
+                println!("{message}");
+                return Ok(());
+            }
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!("replica at {api} not ready: {e:#}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => {
+                return Err(e.context(format!(
+                    "could not bootstrap through the replica at {api} within {} s; is `corrald --config {}` running?",
+                    patience.as_secs(),
+                    config.source.display()
+                )));
+            }
+        }
+    }
 }

@@ -1,0 +1,359 @@
+//! The command line: global options (where the cluster is, which certificate,
+//! `--json`) and one subcommand per Slurm habit.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::admin_args::AdminArgs;
+use crate::connection::ClusterFlags;
+
+/// corral: a Slurm-compatible scheduler for GPU clusters, without a single point of failure.
+#[derive(Debug, Parser)]
+#[command(name = "corral", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes (before the subcommand for `submit`).
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Controllers to try, `host:port[,host:port...]` (default: $CORRAL_CLUSTER or the client config).
+    #[arg(long, global = true, value_name = "ADDRS")]
+    pub cluster: Option<String>,
+    /// The cluster CA certificate (default: $CORRAL_CA).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Your client certificate (default: $CORRAL_CERT).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// Your client key (default: $CORRAL_KEY).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Seconds to keep trying controllers before giving up.
+    #[arg(long, global = true, default_value = "30", value_name = "SECONDS")]
+    pub timeout: u64,
+}
+
+impl GlobalArgs {
+    /// The connection flags.
+    pub fn cluster_flags(&self) -> ClusterFlags {
+        ClusterFlags {
+            cluster: self.cluster.clone(),
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            timeout_seconds: self.timeout,
+        }
+    }
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a batch script (like sbatch): `corral submit [sbatch options] script [args]`.
+    /// Put corral's own options (--json, --cluster) before `submit`.
+    Submit {
+        /// sbatch options, the script and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// List jobs (like squeue).
+    Queue(QueueArgs),
+    /// Cancel jobs (like scancel).
+    Cancel(CancelArgs),
+    /// Show nodes by partition and state (like sinfo).
+    Nodes(NodesArgs),
+    /// Job records and GPU-hours (like sacct).
+    Acct(AcctArgs),
+    /// Show one object in full.
+    Show {
+        #[command(subcommand)]
+        what: ShowWhat,
+    },
+    /// Hold a pending job.
+    Hold { job: u64 },
+    /// Release a held job.
+    Release { job: u64 },
+    /// Requeue a running job.
+    Requeue { job: u64 },
+    /// Drain, resume or down nodes or GPUs (operators).
+    Node {
+        #[command(subcommand)]
+        action: NodeAction,
+    },
+    /// Members, leader, term, indexes and health.
+    Cluster,
+    /// Block until jobs end, showing their state; exits non-zero if one failed.
+    Wait {
+        /// Job ids.
+        #[arg(required = true)]
+        jobs: Vec<u64>,
+        /// Print nothing while waiting.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Report a checkpoint of the current job (from inside it).
+    Checkpoint(CheckpointArgs),
+    /// Configuration changes (admins).
+    Admin {
+        #[command(subcommand)]
+        change: AdminCommand,
+    },
+    /// Who the cluster thinks you are.
+    Whoami,
+    /// Mint a cluster CA and the certificates a local or test cluster needs.
+    Certs(CertsArgs),
+    /// A local cluster of processes on this machine.
+    Local {
+        #[command(subcommand)]
+        action: LocalAction,
+    },
+    /// Create sbatch, squeue, scancel, sinfo, sacct (and srun) links to this binary in DIR.
+    Shims {
+        /// Where to put the links (e.g. ~/bin).
+        dir: PathBuf,
+    },
+    /// Print shell completions.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Start a local cluster, run a sample workload and clean up.
+    Demo,
+}
+
+/// `corral queue`.
+#[derive(Debug, Clone, Args)]
+pub struct QueueArgs {
+    /// Only these users' jobs (comma-separated).
+    #[arg(short = 'u', long = "user", value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// Only these partitions.
+    #[arg(short = 'p', long = "partition", value_delimiter = ',')]
+    pub partitions: Vec<String>,
+    /// Only these accounts.
+    #[arg(short = 'A', long = "account", value_delimiter = ',')]
+    pub accounts: Vec<String>,
+    /// Only jobs in these states (PENDING, PD, RUNNING, R, ...).
+    #[arg(short = 't', long = "states", value_delimiter = ',')]
+    pub states: Vec<String>,
+    /// Only these jobs.
+    #[arg(short = 'j', long = "jobs", value_delimiter = ',')]
+    pub jobs: Vec<u64>,
+    /// Finished jobs too.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// No header line.
+    #[arg(short = 'h', long)]
+    pub noheader: bool,
+    /// Only your own jobs.
+    #[arg(long)]
+    pub me: bool,
+}
+
+/// `corral cancel`.
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    /// Job ids: 123, 123_4 (an array task), 123_[1-3].
+    pub jobs: Vec<String>,
+    /// Every unfinished job of this user.
+    #[arg(short = 'u', long)]
+    pub user: Option<String>,
+    /// Send this signal instead of cancelling.
+    #[arg(short = 's', long)]
+    pub signal: Option<String>,
+}
+
+/// `corral nodes`.
+#[derive(Debug, Clone, Args)]
+pub struct NodesArgs {
+    /// Only these partitions.
+    #[arg(short = 'p', long = "partition", value_delimiter = ',')]
+    pub partitions: Vec<String>,
+    /// Only these nodes (hostlist).
+    #[arg(short = 'n', long = "nodes")]
+    pub nodes: Option<String>,
+    /// One line per node.
+    #[arg(short = 'N', long = "node-oriented")]
+    pub node_oriented: bool,
+}
+
+/// `corral acct`.
+#[derive(Debug, Clone, Args)]
+pub struct AcctArgs {
+    /// Only these jobs.
+    #[arg(short = 'j', long = "jobs", value_delimiter = ',')]
+    pub jobs: Vec<u64>,
+    /// Only these users.
+    #[arg(short = 'u', long = "user", value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// Only these accounts.
+    #[arg(short = 'A', long = "accounts", value_delimiter = ',')]
+    pub accounts: Vec<String>,
+    /// Window start: YYYY-MM-DD[THH:MM[:SS]] (UTC), `now-1day`, ...
+    #[arg(short = 'S', long = "starttime")]
+    pub start: Option<String>,
+    /// Window end (same forms).
+    #[arg(short = 'E', long = "endtime")]
+    pub end: Option<String>,
+    /// One line per attempt.
+    #[arg(long)]
+    pub attempts: bool,
+    /// GPU-hours per user and account instead of job records.
+    #[arg(long)]
+    pub usage: bool,
+    /// No header line.
+    #[arg(short = 'n', long)]
+    pub noheader: bool,
+}
+
+/// `corral show ...`.
+#[derive(Debug, Subcommand)]
+pub enum ShowWhat {
+    /// Every field of a job, its attempts, checkpoints and why it waits.
+    Job { job: u64 },
+}
+
+/// `corral node ...`.
+#[derive(Debug, Subcommand)]
+pub enum NodeAction {
+    /// No new work on the nodes (or one GPU); running work finishes.
+    Drain {
+        /// Hostlist.
+        nodes: String,
+        #[arg(long)]
+        gpu: Option<u32>,
+        #[arg(long, short)]
+        reason: String,
+    },
+    /// Back to service.
+    Resume {
+        nodes: String,
+        #[arg(long)]
+        gpu: Option<u32>,
+    },
+    /// Declare nodes down: their jobs end and are requeued.
+    Down {
+        nodes: String,
+        #[arg(long, short)]
+        reason: String,
+    },
+}
+
+/// `corral checkpoint`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckpointArgs {
+    /// Training step.
+    #[arg(long)]
+    pub step: u64,
+    /// Where the checkpoint is.
+    #[arg(long)]
+    pub path: String,
+    /// The job (default: $SLURM_JOB_ID).
+    #[arg(long)]
+    pub job: Option<u64>,
+    /// The attempt (default: $SLURM_RESTART_COUNT + 1).
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// The node (default: $SLURMD_NODENAME).
+    #[arg(long)]
+    pub node: Option<String>,
+}
+
+/// `corral admin ...`.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Controller replicas.
+    Members {
+        #[command(subcommand)]
+        action: MembersAction,
+    },
+    #[command(flatten)]
+    Change(AdminArgs),
+}
+
+/// `corral admin members ...`.
+#[derive(Debug, Subcommand)]
+pub enum MembersAction {
+    /// Add a replica (started with the cluster's config) as learner, then voter.
+    Add {
+        id: u64,
+        /// Its peer (Raft) address.
+        #[arg(long)]
+        peer: String,
+        /// Its client API address.
+        #[arg(long)]
+        api: String,
+    },
+    /// Remove a replica from the voters.
+    Remove { id: u64 },
+}
+
+/// `corral certs`.
+#[derive(Debug, Clone, Args)]
+pub struct CertsArgs {
+    /// Where to write them.
+    pub dir: PathBuf,
+    /// Cluster name (in the CA's subject).
+    #[arg(long, default_value = "corral")]
+    pub cluster_name: String,
+    /// Controller ids to mint certificates for.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pub controllers: Vec<u64>,
+    /// Extra host names or addresses for the controller certificates.
+    #[arg(long, value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// Node agents (hostlist).
+    #[arg(long)]
+    pub agents: Option<String>,
+    /// Users (comma-separated); NAME:operator or NAME:admin for other roles.
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
+}
+
+/// `corral local ...`.
+#[derive(Debug, Subcommand)]
+pub enum LocalAction {
+    /// Start a local cluster in the background.
+    Up(LocalUpArgs),
+    /// Stop it and (with --purge) delete its directory.
+    Down {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+        /// Remove the directory afterwards.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Its processes and whether they run.
+    Status {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+    },
+}
+
+/// `corral local up`.
+#[derive(Debug, Clone, Args)]
+pub struct LocalUpArgs {
+    /// Directory for configs, certificates, data and logs.
+    #[arg(long, default_value = "corral-local")]
+    pub dir: PathBuf,
+    /// Controller replicas.
+    #[arg(long, default_value = "3")]
+    pub controllers: u32,
+    /// GPU nodes.
+    #[arg(long, default_value = "4")]
+    pub nodes: u32,
+    /// GPUs per node.
+    #[arg(long, default_value = "8")]
+    pub gpus_per_node: u32,
+    /// The corrald binary (default: next to this one).
+    #[arg(long)]
+    pub corrald: Option<PathBuf>,
+}

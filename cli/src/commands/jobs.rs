@@ -1,0 +1,134 @@
+//! One job: `corral show job`, `hold`/`release`/`requeue`, and `corral checkpoint`
+//! from inside a job.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use corral_proto::api::{ControlJobRequest, GetJobRequest, JobControl, ReportCheckpointRequest};
+use corral_proto::records;
+use corral_state::job::{Job, JobState};
+use corral_state::time::Timestamp;
+
+use crate::args::{CheckpointArgs, ShowWhat};
+use crate::connection::{Cluster, Retry};
+use crate::format::show_job;
+use crate::when;
+
+/// Hold, release or requeue.
+#[derive(Debug, Clone, Copy)]
+pub enum Action {
+    /// Hold a pending job.
+    Hold,
+    /// Release it.
+    Release,
+    /// Requeue a running job.
+    Requeue,
+}
+
+/// `corral show job N`.
+pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Result<ExitCode> {
+    let ShowWhat::Job { job } = what;
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.get_job(GetJobRequest { job_id: job }).await
+        })
+        .await?;
+    let record: Job = records::decode("job", &reply.job_json)?;
+    let explanation = if matches!(record.state, JobState::Pending | JobState::RequeueHold) {
+        cluster
+            .call(Retry::Idempotent, |mut c| async move {
+                c.explain_job(GetJobRequest { job_id: job }).await
+            })
+            .await
+            .ok()
+            .map(|e| e.explanation)
+    } else {
+        None
+    };
+    if json {
+        super::print_json(&serde_json::json!({
+            "job": record,
+            "script": reply.script,
+            "explanation": explanation,
+        }))?;
+    } else {
+        let script = (!reply.script.is_empty()).then_some(reply.script.as_str());
+        print!(
+            "{}",
+            show_job(&record, script, explanation.as_deref(), Timestamp(when::now_ms()))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Hold, release or requeue one job.
+pub async fn control(
+    cluster: &Cluster,
+    job: u64,
+    action: Action,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let wire = match action {
+        Action::Hold => JobControl::Hold,
+        Action::Release => JobControl::Release,
+        Action::Requeue => JobControl::Requeue,
+    };
+    let reply = cluster
+        .call(Retry::Once, |mut c| async move {
+            c.control_job(ControlJobRequest {
+                job_id: job,
+                action: wire as i32,
+            })
+            .await
+        })
+        .await?;
+    if json {
+        super::print_json(&serde_json::json!({ "affected": reply.affected }))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `corral checkpoint --step N --path P`, with the job, attempt and node from the
+/// job's environment unless given.
+pub async fn checkpoint(cluster: &Cluster, args: CheckpointArgs) -> anyhow::Result<ExitCode> {
+    let env_number = |name: &str| -> anyhow::Result<Option<u64>> {
+        match std::env::var(name) {
+            Ok(v) => v
+                .parse()
+                .map(Some)
+                .with_context(|| format!("${name}='{v}' is not a number")),
+            Err(_) => Ok(None),
+        }
+    };
+    let job = match args.job {
+        Some(job) => job,
+        None => env_number("SLURM_JOB_ID")?
+            .context("no job: run inside a job (SLURM_JOB_ID) or give --job")?,
+    };
+    let attempt = match args.attempt {
+        Some(attempt) => attempt,
+        None => {
+            let restarts = env_number("SLURM_RESTART_COUNT")?.unwrap_or(0);
+            u32::try_from(restarts + 1).context("SLURM_RESTART_COUNT is too large")?
+        }
+    };
+    let node = match args.node {
+        Some(node) => node,
+        None => std::env::var("SLURMD_NODENAME")
+            .context("no node: run inside a job (SLURMD_NODENAME) or give --node")?,
+    };
+    let request = ReportCheckpointRequest {
+        job_id: job,
+        attempt,
+        node,
+        step: args.step,
+        path: args.path,
+    };
+    cluster
+        .call(Retry::Idempotent, |mut c| {
+            let request = request.clone();
+            async move { c.report_checkpoint(request).await }
+        })
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}

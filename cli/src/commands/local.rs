@@ -1,0 +1,421 @@
+//! `corral local up|down|status`: a cluster of real processes on this machine.
+//! `up` mints certificates, writes one `corral.toml` per controller, starts each
+//! `corrald` in the background with its own data directory and log, bootstraps the
+//! cluster, and writes `DIR/env` (CORRAL_CLUSTER and certificate paths to source;
+//! `DIR/admin.env` holds the administrator's). The node agents join these once
+//! the node agent exists. Tests, the demo and the chaos suite build on it.
+
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use corral_pki::{BundleSpec, Role};
+use corral_proto::api::Empty;
+use corral_state::slurm::hostlist;
+
+use crate::args::{LocalAction, LocalUpArgs};
+use crate::connection::{Cluster, ClusterSettings, Retry};
+
+/// Runs a `corral local` action.
+pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
+    match action {
+        LocalAction::Up(args) => {
+            let cluster = up(&args).await?;
+            if json {
+                super::print_json(&serde_json::json!({
+                    "dir": cluster.dir,
+                    "cluster": cluster.addresses.join(","),
+                    "env": cluster.dir.join("env"),
+                    "admin_env": cluster.dir.join("admin.env"),
+                }))?;
+            } else {
+                println!(
+                    "corral local cluster up: {} controllers at {}\n  source {}   # as {}\n  source {}   # as admin\n  stop with: corral local down --dir {}",
+                    cluster.addresses.len(),
+                    cluster.addresses.join(","),
+                    cluster.dir.join("env").display(),
+                    cluster.user,
+                    cluster.dir.join("admin.env").display(),
+                    cluster.dir.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::Down { dir, purge } => {
+            let stopped = down(&dir)?;
+            if purge && dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("cannot remove {}", dir.display()))?;
+            }
+            if json {
+                super::print_json(&serde_json::json!({ "stopped": stopped }))?;
+            } else {
+                println!("stopped {} processes", stopped.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::Status { dir } => {
+            let processes = status(&dir)?;
+            if json {
+                let list: Vec<serde_json::Value> = processes
+                    .iter()
+                    .map(|p| serde_json::json!({"name": p.name, "pid": p.pid, "running": p.running}))
+                    .collect();
+                super::print_json(&list)?;
+            } else {
+                println!("{:<16} {:>8}  STATE", "PROCESS", "PID");
+                for p in &processes {
+                    let state = if p.running { "running" } else { "stopped" };
+                    println!("{:<16} {:>8}  {state}", p.name, p.pid);
+                }
+            }
+            let all_running = processes.iter().all(|p| p.running) && !processes.is_empty();
+            Ok(if all_running {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}
+
+/// A started local cluster.
+#[derive(Debug, Clone)]
+pub struct LocalCluster {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Controllers' client addresses.
+    pub addresses: Vec<String>,
+    /// The user `DIR/env` acts as.
+    pub user: String,
+}
+
+/// Starts a local cluster.
+pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
+    if args.controllers == 0 || args.controllers > 7 {
+        bail!("--controllers must be 1 to 7 (odd numbers tolerate failures best: 3 or 5)");
+    }
+    if args.nodes == 0 || args.nodes > 999 {
+        bail!("--nodes must be 1 to 999");
+    }
+    if args.gpus_per_node > 64 {
+        bail!("--gpus-per-node must be at most 64");
+    }
+    let dir = absolute(&args.dir)?;
+    if status(&dir)?.iter().any(|p| p.running) {
+        bail!(
+            "a local cluster is already running in {}; stop it with `corral local down --dir {}`",
+            dir.display(),
+            dir.display()
+        );
+    }
+    for sub in ["certs", "logs", "pids"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    let corrald = match &args.corrald {
+        Some(path) => path.clone(),
+        None => sibling_binary("corrald")?,
+    };
+    let user = current_user();
+    let nodes = node_names(args.nodes);
+    let mut users = vec![user.clone()];
+    for extra in ["alice", "bob"] {
+        if !users.iter().any(|u| u == extra) {
+            users.push(extra.to_string());
+        }
+    }
+    let mut principals: Vec<(String, Role)> = users.iter().map(|u| (u.clone(), Role::User)).collect();
+    principals.push(("corral-admin".to_string(), Role::Admin));
+    let controller_ids: Vec<u64> = (1..=u64::from(args.controllers)).collect();
+    corral_pki::write_dev_bundle(
+        &dir.join("certs"),
+        &BundleSpec {
+            cluster_name: "local".into(),
+            controllers: controller_ids.iter().map(|id| (*id, Vec::new())).collect(),
+            agents: nodes.clone(),
+            users: principals,
+        },
+    )?;
+    let ports = free_ports(controller_ids.len() * 2)?;
+    let replicas: Vec<(u64, String, String)> = controller_ids
+        .iter()
+        .zip(ports.chunks(2))
+        .map(|(id, p)| (*id, format!("127.0.0.1:{}", p[0]), format!("127.0.0.1:{}", p[1])))
+        .collect();
+    for (id, _, _) in &replicas {
+        let config_dir = dir.join(format!("controller-{id}"));
+        std::fs::create_dir_all(&config_dir)?;
+        let text = config_text(*id, &replicas, &nodes, args.gpus_per_node, &users, &dir);
+        std::fs::write(config_dir.join("corral.toml"), text)?;
+        let log = std::fs::File::create(dir.join("logs").join(format!("controller-{id}.log")))?;
+        let child = std::process::Command::new(&corrald)
+            .arg("--config")
+            .arg(config_dir.join("corral.toml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()))
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {}", corrald.display()))?;
+        std::fs::write(
+            dir.join("pids").join(format!("controller-{id}.pid")),
+            child.id().to_string(),
+        )?;
+    }
+    let addresses: Vec<String> = replicas.iter().map(|(_, _, api)| api.clone()).collect();
+    write_env(&dir, "env", &addresses, &format!("user-{user}"))?;
+    write_env(&dir, "admin.env", &addresses, "user-corral-admin")?;
+
+    let admin = Cluster::new(ClusterSettings {
+        addresses: vec![addresses[0].clone()],
+        ca: dir.join("certs/ca.pem"),
+        cert: dir.join("certs/user-corral-admin.pem"),
+        key: dir.join("certs/user-corral-admin.key"),
+        patience: Duration::from_secs(60),
+    })?;
+    admin
+        .call(Retry::Idempotent, |mut c| async move { c.bootstrap(Empty {}).await })
+        .await
+        .with_context(|| {
+            format!(
+                "bootstrapping the local cluster (logs in {})",
+                dir.join("logs").display()
+            )
+        })?;
+    Ok(LocalCluster {
+        dir,
+        addresses,
+        user,
+    })
+}
+
+/// The `corral.toml` of controller `id`.
+fn config_text(
+    id: u64,
+    replicas: &[(u64, String, String)],
+    nodes: &[String],
+    gpus_per_node: u32,
+    users: &[String],
+    dir: &Path,
+) -> String {
+    let certs = dir.join("certs");
+    let mut text = String::new();
+    let _ = writeln!(text, "# Written by `corral local up`.");
+    let _ = writeln!(text, "cluster_name = \"local\"");
+    let _ = writeln!(text, "id = {id}");
+    let _ = writeln!(text, "data_dir = {:?}", dir.join(format!("controller-{id}/data")).display().to_string());
+    let _ = writeln!(text, "\n[tls]");
+    let _ = writeln!(text, "ca = {:?}", certs.join("ca.pem").display().to_string());
+    let _ = writeln!(text, "cert = {:?}", certs.join(format!("controller-{id}.pem")).display().to_string());
+    let _ = writeln!(text, "key = {:?}", certs.join(format!("controller-{id}.key")).display().to_string());
+    let _ = writeln!(text, "\n[leader]\nschedule_interval_ms = 500\ntick_interval_ms = 1000");
+    for (rid, peer, api) in replicas {
+        let _ = writeln!(text, "\n[[replicas]]\nid = {rid}\npeer = \"{peer}\"\napi = \"{api}\"");
+    }
+    let all = hostlist::compress(nodes);
+    let _ = writeln!(text, "\n[[nodes]]\nnames = \"{all}\"\ncpus = 64\nmemory = \"512G\"");
+    if gpus_per_node > 0 {
+        let _ = writeln!(text, "gpus = {gpus_per_node}\ngpu_type = \"h100\"");
+    }
+    // Two leaf switches under a spine (one leaf for a single node).
+    let half = nodes.len().div_ceil(2);
+    let leaves: Vec<&[String]> = nodes.chunks(half.max(1)).collect();
+    let _ = writeln!(text, "\n[topology]");
+    for (i, leaf) in leaves.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "\n[[topology.switches]]\nname = \"leaf{}\"\nnodes = \"{}\"",
+            i + 1,
+            hostlist::compress(leaf)
+        );
+    }
+    let _ = writeln!(
+        text,
+        "\n[[topology.switches]]\nname = \"spine\"\nswitches = \"leaf[1-{}]\"",
+        leaves.len()
+    );
+    let _ = writeln!(
+        text,
+        "\n[[partitions]]\nname = \"gpu\"\nnodes = \"{all}\"\nmax_time = \"7-00:00:00\"\ndefault_time = \"1:00:00\"\ndefault = true\npreempt_mode = \"requeue\""
+    );
+    let _ = writeln!(
+        text,
+        "\n[[partitions]]\nname = \"urgent\"\nnodes = \"{all}\"\nmax_time = \"1-00:00:00\"\npriority_tier = 10"
+    );
+    let _ = writeln!(text, "\n[[accounts]]\nname = \"research\"\nshares = 1");
+    for user in users {
+        let _ = writeln!(text, "\n[[users]]\nname = \"{user}\"\naccounts = [\"research\"]");
+    }
+    text
+}
+
+fn write_env(dir: &Path, name: &str, addresses: &[String], principal: &str) -> anyhow::Result<()> {
+    let certs = dir.join("certs");
+    let text = format!(
+        "# Source me: corral (and the sbatch/squeue shims) then reach the local cluster.\nexport CORRAL_CLUSTER={}\nexport CORRAL_CA={}\nexport CORRAL_CERT={}\nexport CORRAL_KEY={}\n",
+        addresses.join(","),
+        certs.join("ca.pem").display(),
+        certs.join(format!("{principal}.pem")).display(),
+        certs.join(format!("{principal}.key")).display(),
+    );
+    std::fs::write(dir.join(name), text).with_context(|| format!("cannot write {}", dir.join(name).display()))
+}
+
+/// A process of a local cluster.
+#[derive(Debug, Clone)]
+pub struct LocalProcess {
+    /// `controller-1`, ...
+    pub name: String,
+    /// Its pid.
+    pub pid: i32,
+    /// Whether it runs (and is still a corral process).
+    pub running: bool,
+}
+
+/// The processes recorded in `DIR/pids`.
+pub fn status(dir: &Path) -> anyhow::Result<Vec<LocalProcess>> {
+    let pids = dir.join("pids");
+    let Ok(entries) = std::fs::read_dir(&pids) else {
+        return Ok(Vec::new());
+    };
+    let mut processes = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path)?;
+        let Ok(pid) = text.trim().parse::<i32>() else {
+            continue;
+        };
+        processes.push(LocalProcess {
+            name,
+            pid,
+            running: is_corral_process(pid),
+        });
+    }
+    processes.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(processes)
+}
+
+/// Stops every recorded process: SIGTERM, then SIGKILL after 10 s.
+pub fn down(dir: &Path) -> anyhow::Result<Vec<String>> {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let processes = status(dir)?;
+    for p in processes.iter().filter(|p| p.running) {
+        let _ = kill(Pid::from_raw(p.pid), Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while processes.iter().any(|p| is_corral_process(p.pid)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in processes.iter().filter(|p| is_corral_process(p.pid)) {
+        let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+    }
+    let mut stopped = Vec::new();
+    for p in processes {
+        let _ = std::fs::remove_file(dir.join("pids").join(format!("{}.pid", p.name)));
+        stopped.push(p.name);
+    }
+    Ok(stopped)
+}
+
+/// True when `pid` runs a corral program (not a zombie, not a reused pid).
+fn is_corral_process(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+    if state == Some("Z") {
+        return false;
+    }
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmd| String::from_utf8_lossy(&cmd).contains("corral"))
+        .unwrap_or(false)
+}
+
+/// Node names `gpu01`.. (three digits above 99 nodes).
+fn node_names(count: u32) -> Vec<String> {
+    let width = if count > 99 { 3 } else { 2 };
+    (1..=count).map(|i| format!("gpu{i:0width$}")).collect()
+}
+
+/// Ports free right now on loopback.
+fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .context("cannot find free ports on 127.0.0.1")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
+}
+
+fn current_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "user".into())
+}
+
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(path))
+    }
+}
+
+/// A program installed beside this one (`corrald` next to `corral`).
+pub fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this program's own path")?;
+    let candidate = exe.with_file_name(name);
+    if candidate.exists() {
+        return Ok(candidate);
+    }
+    bail!(
+        "cannot find {name} next to {} (build it with `cargo build --bin {name}`, or give --{name} PATH)",
+        exe.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_config_is_valid_for_the_controller() {
+        let dir = Path::new("/tmp/corral-local-test");
+        let replicas = vec![
+            (1, "127.0.0.1:7001".to_string(), "127.0.0.1:7101".to_string()),
+            (2, "127.0.0.1:7002".to_string(), "127.0.0.1:7102".to_string()),
+            (3, "127.0.0.1:7003".to_string(), "127.0.0.1:7103".to_string()),
+        ];
+        for nodes in [1, 4, 5] {
+            let text = config_text(2, &replicas, &node_names(nodes), 8, &["me".into(), "alice".into()], dir);
+            let config = corral_controller::config::parse(&text, &dir.join("corral.toml"))
+                .unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(config.id, 2);
+            assert_eq!(config.cluster.nodes.len(), nodes as usize);
+            let mut state = corral_state::ClusterState::default();
+            let admin = corral_state::ids::Actor {
+                user: "root".into(),
+                role: corral_state::ids::Role::Admin,
+            };
+            for command in config.cluster.bootstrap_commands(&admin, corral_state::time::Timestamp(1)) {
+                state.apply(command).unwrap();
+            }
+            assert_eq!(state.partitions().len(), 2);
+        }
+    }
+}

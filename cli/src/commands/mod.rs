@@ -1,0 +1,68 @@
+//! One module per command; `run` dispatches. Commands print tables (or JSON with
+//! `--json`) and return the process's exit status.
+
+mod acct;
+mod admin;
+mod cancel;
+mod certs;
+mod cluster;
+mod jobs;
+pub mod local;
+mod nodes;
+mod queue;
+mod shims;
+mod submit;
+mod wait;
+
+use std::process::ExitCode;
+
+use clap::CommandFactory;
+
+use crate::args::{Cli, Command};
+use crate::connection::{Cluster, ClusterSettings};
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = cli.global.clone();
+    let connect = || -> anyhow::Result<Cluster> {
+        Cluster::new(ClusterSettings::resolve(&global.cluster_flags())?)
+    };
+    match cli.command {
+        Command::Submit { args } => submit::run(&connect()?, &args, global.json).await,
+        Command::Queue(args) => queue::run(&connect()?, &args, global.json).await,
+        Command::Cancel(args) => cancel::run(&connect()?, &args, global.json).await,
+        Command::Nodes(args) => nodes::run(&connect()?, &args, global.json).await,
+        Command::Acct(args) => acct::run(&connect()?, &args, global.json).await,
+        Command::Show { what } => jobs::show(&connect()?, what, global.json).await,
+        Command::Hold { job } => jobs::control(&connect()?, job, jobs::Action::Hold, global.json).await,
+        Command::Release { job } => {
+            jobs::control(&connect()?, job, jobs::Action::Release, global.json).await
+        }
+        Command::Requeue { job } => {
+            jobs::control(&connect()?, job, jobs::Action::Requeue, global.json).await
+        }
+        Command::Node { action } => nodes::set_state(&connect()?, action).await,
+        Command::Cluster => cluster::run(&connect()?, global.json).await,
+        Command::Wait { jobs, quiet } => wait::run(&connect()?, &jobs, quiet, global.json).await,
+        Command::Checkpoint(args) => jobs::checkpoint(&connect()?, args).await,
+        Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
+        Command::Whoami => cluster::whoami(&connect()?, global.json).await,
+        Command::Certs(args) => certs::run(&args, global.json),
+        Command::Local { action } => local::run(action, global.json).await,
+        Command::Shims { dir } => shims::run(&dir),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "corral", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo => Err(anyhow::anyhow!(
+            "`corral demo` needs the node agent (simulated GPU nodes that run the jobs), which is not built yet; \
+             `corral local up` starts the controllers today"
+        )),
+    }
+}
+
+/// Prints a value as pretty JSON.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! `corral submit` (and `sbatch`): split sbatch options from the script, read the
+//! script (or standard input), and submit with an idempotency key so a retry after
+//! a controller dies never submits twice.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use corral_proto::api::SubmitJobRequest;
+use corral_state::slurm::sbatch::parse_args;
+
+use crate::connection::{Cluster, Retry};
+
+/// Submits.
+pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let (options, rest) = parse_args(args).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let option_args = args[..args.len() - rest.len()].to_vec();
+    let (script_path, script_text, script_args) = match rest.split_first() {
+        Some((path, script_args)) if path != "-" => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the batch script '{path}'"))?;
+            (path.clone(), text, script_args.to_vec())
+        }
+        Some((_, script_args)) => (String::new(), read_stdin()?, script_args.to_vec()),
+        None if options.wrap.is_some() => (String::new(), String::new(), Vec::new()),
+        None => (String::new(), read_stdin()?, Vec::new()),
+    };
+    let script_path = if script_path.is_empty() && !script_text.is_empty() {
+        "sbatch".to_string()
+    } else {
+        script_path
+    };
+    let request = SubmitJobRequest {
+        args: option_args,
+        script_path,
+        script_text,
+        script_args,
+        cwd: std::env::current_dir()
+            .context("cannot read the working directory")?
+            .display()
+            .to_string(),
+        environment: std::env::vars().collect(),
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        submit_host: nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default(),
+        idempotency_key: new_key(),
+        test_only: options.test_only,
+    };
+    let reply = cluster
+        .call(Retry::Idempotent, |mut client| {
+            let request = request.clone();
+            async move { client.submit_job(request).await }
+        })
+        .await?;
+    if options.test_only {
+        if json {
+            super::print_json(&serde_json::json!({ "test_only": reply.test_only_report }))?;
+        } else {
+            println!("{}", reply.test_only_report);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if json {
+        super::print_json(&serde_json::json!({
+            "job_id": reply.first_job_id,
+            "count": reply.count,
+        }))?;
+    } else if options.parsable {
+        println!("{}", reply.first_job_id);
+    } else {
+        println!("Submitted batch job {}", reply.first_job_id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        anyhow::bail!("no batch script: give a script file, pipe one on standard input, or use --wrap=COMMAND");
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read the batch script from standard input")?;
+    Ok(text)
+}
+
+/// A fresh idempotency key: 128 random bits.
+fn new_key() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}

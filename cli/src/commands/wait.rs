@@ -1,0 +1,82 @@
+//! `corral wait N...`: follows the jobs through the watch stream until each has
+//! ended, printing state changes; the exit status says whether all completed.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use corral_proto::api::ListJobsRequest;
+use corral_proto::records;
+use corral_state::job::{Job, JobState};
+use tokio_stream::StreamExt;
+
+use crate::connection::{Cluster, Retry};
+use crate::exit;
+
+/// Waits.
+pub async fn run(cluster: &Cluster, jobs: &[u64], quiet: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let mut last: BTreeMap<u64, Job> = BTreeMap::new();
+    let known = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.list_jobs(ListJobsRequest {
+                job_ids: jobs.to_vec(),
+                all: true,
+                ..ListJobsRequest::default()
+            })
+            .await
+        })
+        .await?;
+    let found: Vec<u64> = super::queue::decode_jobs(&known.jobs_json)?
+        .iter()
+        .map(|j| j.id.0)
+        .collect();
+    if let Some(missing) = jobs.iter().find(|id| !found.contains(id)) {
+        anyhow::bail!("unknown job {missing}; `corral queue` lists current jobs");
+    }
+    // The stream ends when its controller dies: open it again (on any controller).
+    loop {
+        let request = ListJobsRequest {
+            job_ids: jobs.to_vec(),
+            all: true,
+            ..ListJobsRequest::default()
+        };
+        let mut stream = cluster
+            .call(Retry::Idempotent, |mut c| {
+                let request = request.clone();
+                async move { c.watch_jobs(request).await }
+            })
+            .await?;
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { break };
+            let job: Job = records::decode("job", &event.job_json)?;
+            let changed = last.get(&job.id.0).is_none_or(|old| old.state != job.state);
+            if changed && !quiet && !json {
+                println!("job {}: {}", job.id, job.state.slurm_name());
+            }
+            last.insert(job.id.0, job);
+            let all_ended = jobs
+                .iter()
+                .all(|id| last.get(id).is_some_and(|j| j.state.is_terminal()));
+            if all_ended {
+                return finish(&last, jobs, json);
+            }
+        }
+    }
+}
+
+fn finish(last: &BTreeMap<u64, Job>, jobs: &[u64], json: bool) -> anyhow::Result<ExitCode> {
+    let states: BTreeMap<u64, &str> = jobs
+        .iter()
+        .filter_map(|id| last.get(id).map(|j| (*id, j.state.slurm_name())))
+        .collect();
+    if json {
+        super::print_json(&states)?;
+    }
+    let all_completed = jobs
+        .iter()
+        .all(|id| last.get(id).is_some_and(|j| j.state == JobState::Completed));
+    Ok(if all_completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::JOB_FAILED)
+    })
+}

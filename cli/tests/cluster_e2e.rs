@@ -1,0 +1,189 @@
+//! End to end with three `corrald` processes started by `corral local up`, driven
+//! through the `corral` binary: submission through a follower, a submission storm
+//! while the leader is SIGKILLed (every acknowledged job present exactly once),
+//! bad input refused with its error and no change, and authorization.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use support::{LocalCluster, corral_bin, script};
+
+const BATCH: &str = "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --time=10:00\necho hello\n";
+
+#[test]
+fn a_submission_through_a_follower_reaches_every_replica() {
+    let cluster = LocalCluster::start(3, 2);
+    let leader = cluster.leader();
+    let follower = (1..=3u64).find(|id| *id != leader).unwrap();
+    let follower_addr = &cluster.addresses[(follower - 1) as usize];
+    let path = script(cluster.dir.path(), "job.sh", BATCH);
+    let out = cluster.corral_at(
+        "user-alice",
+        follower_addr,
+        &["submit", "--job-name=via-follower", path.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let id: u64 = stdout
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("unexpected output: {stdout}"))
+        .parse()
+        .unwrap();
+    // Every replica answers with the job (reads are served locally).
+    for addr in &cluster.addresses {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let out = cluster.corral_at("user-alice", addr, &["--json", "queue", "-j", &id.to_string()]);
+            let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if jobs.len() == 1 {
+                assert_eq!(jobs[0]["spec"]["name"], "via-follower");
+                assert_eq!(jobs[0]["spec"]["user"], "alice");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "replica {addr} never showed job {id}");
+        }
+    }
+}
+
+#[test]
+fn a_submission_storm_survives_a_leader_kill_without_loss_or_duplicates() {
+    let cluster = LocalCluster::start(3, 2);
+    let leader = cluster.leader();
+    let path = script(cluster.dir.path(), "job.sh", BATCH);
+    let certs = cluster.dir.path().join("certs");
+    // Four submitters in parallel, each submitting 25 jobs one after another.
+    let submitters: Vec<_> = (0..4)
+        .map(|s| {
+            let addresses = cluster.addresses.join(",");
+            let (certs, path) = (certs.clone(), path.clone());
+            std::thread::spawn(move || {
+                let mut acknowledged = BTreeMap::new();
+                for i in 0..25 {
+                    let name = format!("storm-{s}-{i}");
+                    let out = Command::new(corral_bin())
+                        .arg("--cluster")
+                        .arg(&addresses)
+                        .arg("--ca")
+                        .arg(certs.join("ca.pem"))
+                        .arg("--cert")
+                        .arg(certs.join("user-alice.pem"))
+                        .arg("--key")
+                        .arg(certs.join("user-alice.key"))
+                        .args(["submit", "--parsable", &format!("--job-name={name}")])
+                        .arg(&path)
+                        .output()
+                        .unwrap();
+                    if out.status.success() {
+                        let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+                        acknowledged.insert(name, id);
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    // Kill the leader once the storm is under way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while cluster.jobs().len() < 20 {
+        assert!(std::time::Instant::now() < deadline, "the storm never got going");
+    }
+    cluster.kill(leader);
+    let mut acknowledged = BTreeMap::new();
+    for submitter in submitters {
+        acknowledged.extend(submitter.join().unwrap());
+    }
+    assert!(acknowledged.len() >= 90, "only {} of 100 submissions were acknowledged", acknowledged.len());
+    let mut by_name: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for job in cluster.jobs() {
+        by_name
+            .entry(job["spec"]["name"].as_str().unwrap().to_string())
+            .or_default()
+            .push(job["id"].as_u64().unwrap());
+    }
+    for (name, id) in &acknowledged {
+        assert_eq!(
+            by_name.get(name),
+            Some(&vec![*id]),
+            "acknowledged job {name} (id {id}) is not present exactly once"
+        );
+    }
+    for (name, ids) in &by_name {
+        assert_eq!(ids.len(), 1, "{name} was submitted more than once: {ids:?}");
+    }
+    assert_ne!(cluster.leader(), leader, "the killed replica still leads");
+}
+
+#[test]
+fn bad_input_gets_its_error_and_changes_nothing() {
+    let cluster = LocalCluster::start(3, 2);
+    let dir = cluster.dir.path();
+    let good = script(dir, "good.sh", BATCH);
+    let no_shebang = script(dir, "bad.sh", "echo no interpreter line\n");
+    let bad_directive = script(dir, "bad2.sh", "#!/bin/bash\n#SBATCH --time=1-25:00:00\necho\n");
+    let good = good.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["submit", "--partition=nope", good], "unknown partition 'nope'"),
+        (vec!["submit", "--gpus-per-node=9", good], "largest node has 8"),
+        (vec!["submit", "--time=3-99", good], "time"),
+        (vec!["submit", no_shebang.to_str().unwrap()], "#!"),
+        (vec!["submit", bad_directive.to_str().unwrap()], "#SBATCH"),
+        (vec!["submit", "--account=ghost", good], "account"),
+        (vec!["cancel", "424242"], "unknown job 424242"),
+        (vec!["nodes", "-p", "nope"], "unknown partition 'nope'"),
+    ];
+    let before = cluster.jobs();
+    for (args, expected) in cases {
+        let out = cluster.corral("user-alice", &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: expected '{expected}' in: {stderr}");
+    }
+    assert_eq!(cluster.jobs(), before, "refused input changed the jobs");
+}
+
+#[test]
+fn users_act_only_on_their_own_jobs_and_strangers_get_nothing() {
+    let cluster = LocalCluster::start(3, 2);
+    let path = script(cluster.dir.path(), "job.sh", BATCH);
+    let id = cluster
+        .ok("user-alice", &["submit", "--parsable", "--hold", path.to_str().unwrap()])
+        .trim()
+        .to_string();
+    // Bob may not cancel Alice's job.
+    let out = cluster.corral("user-bob", &["cancel", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"));
+    // A user may not change configuration.
+    let out = cluster.corral("user-bob", &["admin", "account", "set", "evil"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("admin"));
+    let jobs = cluster.jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0]["state"], "Pending");
+    // A client whose certificate another CA signed gets no answer.
+    let other = tempfile::tempdir().unwrap();
+    let out = Command::new(corral_bin())
+        .args(["certs", "--users", "mallory", "--controllers", "1"])
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(corral_bin())
+        .args(["--timeout", "2", "--cluster", &cluster.addresses.join(",")])
+        .arg("--ca")
+        .arg(cluster.dir.path().join("certs/ca.pem"))
+        .arg("--cert")
+        .arg(other.path().join("user-mallory.pem"))
+        .arg("--key")
+        .arg(other.path().join("user-mallory.key"))
+        .args(["queue"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a stranger was answered: {}", String::from_utf8_lossy(&out.stdout));
+    // Alice cancels her own job.
+    cluster.ok("user-alice", &["cancel", &id]);
+    assert_eq!(cluster.jobs()[0]["state"], "Cancelled");
+}

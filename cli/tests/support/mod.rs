@@ -1,0 +1,172 @@
+//! A local cluster of real `corrald` processes for end-to-end tests, driven
+//! through the real `corral` binary (`corral local up` / `down`).
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The corral binary under test.
+pub fn corral_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corral"))
+}
+
+/// The corrald binary beside it, built if this test run did not build it.
+pub fn corrald_bin() -> PathBuf {
+    let path = corral_bin().with_file_name("corrald");
+    if !path.exists() {
+        let profile_release = corral_bin().parent().unwrap().ends_with("release");
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--bin", "corrald"]);
+        if profile_release {
+            build.arg("--release");
+        }
+        let status = build.status().unwrap();
+        assert!(status.success(), "building corrald failed");
+    }
+    path
+}
+
+/// A running local cluster; stopped (and its directory removed) on drop.
+pub struct LocalCluster {
+    pub dir: tempfile::TempDir,
+    pub addresses: Vec<String>,
+}
+
+impl LocalCluster {
+    /// `corral local up` with `controllers` replicas and `nodes` nodes.
+    pub fn start(controllers: u32, nodes: u32) -> LocalCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(corral_bin())
+            .args(["--json", "local", "up", "--dir"])
+            .arg(dir.path())
+            .args(["--controllers", &controllers.to_string(), "--nodes", &nodes.to_string()])
+            .arg("--corrald")
+            .arg(corrald_bin())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "local up failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs(dir.path())
+        );
+        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let addresses = reply["cluster"]
+            .as_str()
+            .unwrap()
+            .split(',')
+            .map(String::from)
+            .collect();
+        LocalCluster { dir, addresses }
+    }
+
+    /// Runs `corral ARGS` as `principal` (a certificate name such as
+    /// `user-alice` or `user-corral-admin`) against `cluster` addresses.
+    pub fn corral_at(&self, principal: &str, cluster: &str, args: &[&str]) -> Output {
+        let certs = self.dir.path().join("certs");
+        Command::new(corral_bin())
+            .env_remove("CORRAL_CONFIG")
+            .env("HOME", self.dir.path())
+            .arg("--cluster")
+            .arg(cluster)
+            .arg("--ca")
+            .arg(certs.join("ca.pem"))
+            .arg("--cert")
+            .arg(certs.join(format!("{principal}.pem")))
+            .arg("--key")
+            .arg(certs.join(format!("{principal}.key")))
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `corral ARGS` as `principal` against every controller.
+    pub fn corral(&self, principal: &str, args: &[&str]) -> Output {
+        self.corral_at(principal, &self.addresses.join(","), args)
+    }
+
+    /// Like `corral`, but the command must succeed; returns stdout.
+    pub fn ok(&self, principal: &str, args: &[&str]) -> String {
+        let out = self.corral(principal, args);
+        assert!(
+            out.status.success(),
+            "corral {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `corral cluster --json` as the admin.
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.ok("user-corral-admin", &["--json", "cluster"])).unwrap()
+    }
+
+    /// The leader's replica id, once one is known.
+    pub fn leader(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(id) = self.status()["leader"].as_u64() {
+                return id;
+            }
+            assert!(Instant::now() < deadline, "no leader within 30 s");
+            std::thread::yield_now();
+        }
+    }
+
+    /// The pid of controller `id`.
+    pub fn pid(&self, id: u64) -> i32 {
+        let path = self.dir.path().join(format!("pids/controller-{id}.pid"));
+        std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    }
+
+    /// SIGKILLs controller `id`.
+    pub fn kill(&self, id: u64) {
+        let status = Command::new("kill")
+            .args(["-9", &self.pid(id).to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Every job, as JSON records.
+    pub fn jobs(&self) -> Vec<serde_json::Value> {
+        let out = self.ok("user-corral-admin", &["--json", "queue", "--all"]);
+        serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(corral_bin())
+            .args(["local", "down", "--dir"])
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// The controllers' logs, for failure messages.
+pub fn logs(dir: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir.join("logs")) {
+        for entry in entries.flatten() {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            text.push_str(&format!("== {}\n", entry.path().display()));
+            for line in tail.into_iter().rev() {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+/// Writes a batch script into `dir` and returns its path.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path
+}

@@ -1,0 +1,271 @@
+//! Job calls: cancel, hold/release/requeue, get, list, explain, and checkpoint
+//! reports. Reads come from this replica's applied state; changes go through the
+//! leader.
+
+use corral_proto::api::{
+    CancelJobsReply, CancelJobsRequest, ControlJobReply, ControlJobRequest, ExplainJobReply,
+    GetJobReply, GetJobRequest, JobControl, ListJobsReply, ListJobsRequest,
+    ReportCheckpointRequest,
+};
+use corral_proto::records;
+use corral_state::command::{CancelTarget, Command, Outcome};
+use corral_state::ids::JobId;
+use corral_state::job::{Job, JobState};
+use corral_state::ClusterState;
+use tonic::Status;
+
+use super::caller::Caller;
+use super::{ApiContext, job_target, status};
+use crate::clock;
+
+/// Every job state, for filters.
+const STATES: [JobState; 11] = [
+    JobState::Pending,
+    JobState::Running,
+    JobState::Completing,
+    JobState::Completed,
+    JobState::Failed,
+    JobState::Cancelled,
+    JobState::Timeout,
+    JobState::NodeFail,
+    JobState::Preempted,
+    JobState::Requeued,
+    JobState::RequeueHold,
+];
+
+/// `CancelJobs`: each target separately, so one bad id does not stop the others
+/// (as scancel does).
+pub async fn cancel(
+    ctx: &ApiContext,
+    caller: &Caller,
+    request: CancelJobsRequest,
+) -> Result<CancelJobsReply, Status> {
+    let actor = caller.actor()?;
+    if !request.signal.is_empty() {
+        return Err(Status::unimplemented(
+            "sending a signal without cancelling (scancel --signal) needs the node agent, which is not built yet; cancel without --signal",
+        ));
+    }
+    let mut targets = Vec::new();
+    let mut errors = Vec::new();
+    for text in &request.jobs {
+        match job_target::parse(text) {
+            Ok(found) => targets.extend(found.into_iter().map(|t| (text.clone(), t))),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !request.user.is_empty() {
+        targets.push((
+            format!("user {}", request.user),
+            CancelTarget::User(request.user.clone()),
+        ));
+    }
+    if targets.is_empty() && errors.is_empty() {
+        return Err(Status::invalid_argument(
+            "name the jobs to cancel (ids, 123_4 for an array task) or a user with -u",
+        ));
+    }
+    let now = clock::now();
+    let commands: Vec<Command> = targets
+        .iter()
+        .map(|(_, target)| Command::Cancel {
+            target: target.clone(),
+            by: actor.clone(),
+            at: now,
+        })
+        .collect();
+    let results = if commands.is_empty() {
+        Vec::new()
+    } else {
+        ctx.propose(commands).await?
+    };
+    let mut affected = Vec::new();
+    for ((text, _), result) in targets.iter().zip(results) {
+        match result {
+            Ok(Outcome::Jobs(ids)) => affected.extend(ids.iter().map(|id| id.0)),
+            Ok(_) => {}
+            Err(rejection) => errors.push(format!("{text}: {rejection}")),
+        }
+    }
+    if !affected.is_empty() {
+        ctx.wake_scheduler.notify_one();
+    }
+    Ok(CancelJobsReply { affected, errors })
+}
+
+/// `ControlJob`: hold, release or requeue.
+pub async fn control(
+    ctx: &ApiContext,
+    caller: &Caller,
+    request: ControlJobRequest,
+) -> Result<ControlJobReply, Status> {
+    let by = caller.actor()?;
+    let job = JobId(request.job_id);
+    let at = clock::now();
+    let command = match JobControl::try_from(request.action) {
+        Ok(JobControl::Hold) => Command::Hold { job, by },
+        Ok(JobControl::Release) => Command::Release { job, by, at },
+        Ok(JobControl::Requeue) => Command::Requeue { job, by, at },
+        _ => {
+            return Err(Status::invalid_argument(
+                "unknown job action; use hold, release or requeue",
+            ));
+        }
+    };
+    let affected = match ctx.propose_one(command).await? {
+        Outcome::Jobs(ids) => ids.iter().map(|id| id.0).collect(),
+        _ => vec![job.0],
+    };
+    ctx.wake_scheduler.notify_one();
+    Ok(ControlJobReply { affected })
+}
+
+/// `GetJob`: the record, and the script when the caller may see it.
+pub fn get(ctx: &ApiContext, caller: &Caller, request: GetJobRequest) -> Result<GetJobReply, Status> {
+    let id = JobId(request.job_id);
+    ctx.replica
+        .read_local(|state| {
+            let job = state
+                .job(id)
+                .ok_or_else(|| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
+            let script = if caller.may_act_for(&job.spec.user) {
+                state
+                    .script_of(job)
+                    .map(|s| s.script.clone())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            Ok(GetJobReply {
+                job_json: encode_job(job)?,
+                script,
+            })
+        })
+        .map_err(status::read)?
+}
+
+/// `ListJobs`: unfinished jobs by default, every job with `all`.
+pub fn list(ctx: &ApiContext, request: &ListJobsRequest) -> Result<ListJobsReply, Status> {
+    let filter = JobFilter::new(request)?;
+    ctx.replica
+        .read_local(|state| {
+            let jobs = filter
+                .matching(state)
+                .map(encode_job)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(ListJobsReply {
+                jobs_json: jobs,
+                as_of_ms: state.clock().as_ms(),
+            })
+        })
+        .map_err(status::read)?
+}
+
+/// `ExplainJob`: why it waits, in sentences.
+pub fn explain(ctx: &ApiContext, request: GetJobRequest) -> Result<ExplainJobReply, Status> {
+    let id = JobId(request.job_id);
+    let now = clock::now();
+    let explanation = ctx
+        .replica
+        .read_local(|state| corral_scheduler::explain(state, id, now))
+        .map_err(status::read)?
+        .map_err(|_| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
+    Ok(ExplainJobReply {
+        explanation: explanation.lines.join("\n"),
+    })
+}
+
+/// `ReportCheckpoint`: from the job's owner (inside the job), an operator, or the
+/// agent of a node in the allocation (the state machine checks the node).
+pub async fn checkpoint(
+    ctx: &ApiContext,
+    caller: &Caller,
+    request: ReportCheckpointRequest,
+) -> Result<(), Status> {
+    let job = JobId(request.job_id);
+    let owner = ctx
+        .replica
+        .read_local(|state| state.job(job).map(|j| j.spec.user.clone()))
+        .map_err(status::read)?
+        .ok_or_else(|| status::rejection(corral_state::Rejection::UnknownJob(job)))?;
+    let is_agent_of_node = caller.identity.role == corral_pki::Role::Agent
+        && caller.identity.name == request.node;
+    if !is_agent_of_node && !caller.may_act_for(&owner) {
+        return Err(Status::permission_denied(format!(
+            "job {job} belongs to '{owner}'; '{}' may not report its checkpoints",
+            caller.identity.name
+        )));
+    }
+    ctx.propose_one(Command::ReportCheckpoint {
+        job,
+        attempt: request.attempt,
+        node: request.node,
+        step: request.step,
+        path: request.path,
+        at: clock::now(),
+    })
+    .await?;
+    Ok(())
+}
+
+/// Encodes a job record.
+pub fn encode_job(job: &Job) -> Result<String, Status> {
+    records::encode("job", job).map_err(|e| Status::internal(e.to_string()))
+}
+
+/// The filters of a job listing, checked up front.
+pub struct JobFilter<'a> {
+    request: &'a ListJobsRequest,
+    states: Vec<JobState>,
+}
+
+impl<'a> JobFilter<'a> {
+    /// Checks the state names.
+    pub fn new(request: &'a ListJobsRequest) -> Result<Self, Status> {
+        let mut states = Vec::new();
+        for name in &request.states {
+            let found = STATES.iter().find(|s| {
+                s.slurm_name().eq_ignore_ascii_case(name) || s.slurm_code().eq_ignore_ascii_case(name)
+            });
+            match found {
+                Some(state) => states.push(*state),
+                None => {
+                    return Err(Status::invalid_argument(format!(
+                        "unknown job state '{name}'; use one of {}",
+                        STATES.iter().map(|s| s.slurm_name()).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(JobFilter { request, states })
+    }
+
+    /// True when `job` passes every filter.
+    pub fn accepts(&self, job: &Job) -> bool {
+        let r = self.request;
+        (r.users.is_empty() || r.users.contains(&job.spec.user))
+            && (r.partitions.is_empty() || r.partitions.contains(&job.partition))
+            && (r.accounts.is_empty() || r.accounts.contains(&job.account))
+            && (self.states.is_empty() || self.states.contains(&job.state))
+            && (r.job_ids.is_empty()
+                || r.job_ids.contains(&job.id.0)
+                || job.array.is_some_and(|a| r.job_ids.contains(&a.array_job_id.0)))
+    }
+
+    /// The matching jobs of `state`: unfinished ones unless `all` or explicit ids
+    /// or states were asked for.
+    pub fn matching<'s>(&'s self, state: &'s ClusterState) -> Box<dyn Iterator<Item = &'s Job> + 's> {
+        let r = self.request;
+        if r.all || !r.job_ids.is_empty() || !self.states.is_empty() {
+            Box::new(state.jobs().values().filter(|job| self.accepts(job)))
+        } else {
+            let mut unfinished: Vec<&Job> = state
+                .queued_jobs()
+                .chain(state.active_jobs())
+                .filter(|job| self.accepts(job))
+                .collect();
+            unfinished.sort_by_key(|job| job.id);
+            Box::new(unfinished.into_iter())
+        }
+    }
+}

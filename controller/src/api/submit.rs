@@ -1,0 +1,142 @@
+//! `SubmitJob`: sbatch options and `#SBATCH` lines become a `Submit` command here,
+//! on the controller, so every client gets the same parsing and the same errors.
+//! `--test-only` applies the submission to a copy of the state and runs a pass.
+
+use corral_proto::api::{SubmitJobReply, SubmitJobRequest};
+use corral_state::command::{Command, Outcome};
+use corral_state::ids::{Actor, JobId};
+use corral_state::job::{BatchScript, JobSpec};
+use corral_state::job_request::{ScriptSource, SubmitContext, build_request};
+use corral_state::slurm::hostlist;
+use corral_state::slurm::sbatch::{SbatchOptions, parse_args, parse_script_directives};
+use corral_state::time::Timestamp;
+use corral_state::ClusterState;
+use tonic::Status;
+
+use super::{ApiContext, status};
+use crate::clock;
+
+/// Handles one submission.
+pub async fn submit(
+    ctx: &ApiContext,
+    actor: Actor,
+    request: SubmitJobRequest,
+) -> Result<SubmitJobReply, Status> {
+    let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
+    let test_only = request.test_only;
+    let (spec, batch) = job_request(&actor, request)?;
+    let now = clock::now();
+    let command = Command::Submit {
+        spec,
+        batch,
+        by: actor,
+        key,
+        at: now,
+    };
+    if test_only {
+        let report = ctx
+            .replica
+            .read_local(|state| test_only_report(state, command, now))
+            .map_err(status::read)??;
+        return Ok(SubmitJobReply {
+            first_job_id: 0,
+            count: 0,
+            test_only_report: report,
+        });
+    }
+    match ctx.propose_one(command).await? {
+        Outcome::Submitted { first, count } => {
+            ctx.wake_scheduler.notify_one();
+            Ok(SubmitJobReply {
+                first_job_id: first.0,
+                count,
+                test_only_report: String::new(),
+            })
+        }
+        other => Err(Status::internal(format!(
+            "the submission was accepted but answered {other:?}; please report this"
+        ))),
+    }
+}
+
+/// Parses options and script into the job request.
+fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, BatchScript), Status> {
+    let bad = |e: &dyn std::fmt::Display| Status::invalid_argument(e.to_string());
+    let (cli, rest) = parse_args(&request.args).map_err(|e| bad(&e))?;
+    if !rest.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "unexpected arguments {rest:?} among the sbatch options; the script and its arguments travel separately"
+        )));
+    }
+    let source = if request.script_path.is_empty() && request.script_text.is_empty() {
+        let Some(command) = cli.wrap.clone() else {
+            return Err(Status::invalid_argument(
+                "no script: give a script file, pipe one on standard input, or use --wrap=COMMAND",
+            ));
+        };
+        ScriptSource::Wrap(command)
+    } else {
+        ScriptSource::File {
+            path: request.script_path.clone(),
+            text: request.script_text.clone(),
+            argv: request.script_args.clone(),
+        }
+    };
+    let directives = match &source {
+        ScriptSource::File { text, .. } => {
+            if !text.starts_with("#!") {
+                return Err(Status::invalid_argument(
+                    "the script does not start with '#!' (e.g. #!/bin/bash); sbatch requires an interpreter line",
+                ));
+            }
+            parse_script_directives(text)
+                .map_err(|e| Status::invalid_argument(format!("in the script's #SBATCH lines: {e}")))?
+        }
+        ScriptSource::Wrap(_) => SbatchOptions::default(),
+    };
+    let options = directives.overridden_by(cli);
+    let context = SubmitContext {
+        user: actor.user.clone(),
+        uid: request.uid,
+        gid: request.gid,
+        submit_host: request.submit_host,
+        cwd: if request.cwd.is_empty() {
+            "/".to_string()
+        } else {
+            request.cwd
+        },
+        environment: request.environment.into_iter().collect(),
+    };
+    build_request(options, source, &context).map_err(|e| bad(&e))
+}
+
+/// Where and when the job would start: apply the submission to a copy of the
+/// state and run one scheduling pass.
+fn test_only_report(
+    state: &ClusterState,
+    command: Command,
+    now: Timestamp,
+) -> Result<String, Status> {
+    let mut copy = state.clone();
+    let first = match copy.apply(command).map_err(status::rejection)? {
+        Outcome::Submitted { first, .. } => first,
+        _ => JobId(copy.next_job_id().0.saturating_sub(1)),
+    };
+    let plan = corral_scheduler::plan(&copy, now);
+    if let Some(allocation) = plan.allocations.iter().find(|a| a.job == first) {
+        let nodes: Vec<&str> = allocation.nodes.iter().map(|n| n.node.as_str()).collect();
+        return Ok(format!(
+            "the job would start now on {} ({} node{})",
+            hostlist::compress(&nodes),
+            nodes.len(),
+            if nodes.len() == 1 { "" } else { "s" }
+        ));
+    }
+    match corral_scheduler::explain(&copy, first, now) {
+        Ok(explanation) => Ok(format!(
+            "the job would not start now:\n  {}",
+            explanation.lines.join("\n  ")
+        )),
+        Err(e) => Err(Status::internal(e.to_string())),
+    }
+}

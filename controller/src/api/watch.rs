@@ -1,0 +1,101 @@
+//! `WatchJobs`: a server stream of job records as they change. It first sends
+//! every matching job, then, each time this replica applies new entries, the jobs
+//! whose state, reason, attempts or checkpoint changed. Jobs that finish stay in
+//! the watch until the stream ends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_proto::api::{JobEvent, ListJobsRequest};
+use corral_state::ids::JobId;
+use corral_state::job::{Job, JobState, PendingReason};
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use super::ApiContext;
+use super::jobs::{JobFilter, encode_job};
+
+/// How often the stream looks for newly applied entries.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What a watcher is told about when it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    state: JobState,
+    reason: PendingReason,
+    attempts: usize,
+    started_on: usize,
+    checkpoint_step: Option<u64>,
+    ended: bool,
+}
+
+fn fingerprint(job: &Job) -> Fingerprint {
+    Fingerprint {
+        state: job.state,
+        reason: job.reason,
+        attempts: job.attempts.len(),
+        started_on: job.current_attempt().map_or(0, |a| a.started_on.len()),
+        checkpoint_step: job.last_checkpoint.as_ref().map(|c| c.step),
+        ended: job.current_attempt().is_some_and(|a| a.end.is_some()),
+    }
+}
+
+/// Starts the stream's task; the receiver is the stream.
+pub fn start(
+    ctx: Arc<ApiContext>,
+    request: ListJobsRequest,
+) -> Result<mpsc::Receiver<Result<JobEvent, Status>>, Status> {
+    JobFilter::new(&request)?;
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
+        let mut seen: BTreeMap<JobId, Fingerprint> = BTreeMap::new();
+        let mut applied = None;
+        loop {
+            let now_applied = ctx.replica.last_applied();
+            if applied.is_none() || now_applied != applied {
+                applied = now_applied;
+                let changed = ctx.replica.read_local(|state| {
+                    let Ok(filter) = JobFilter::new(&request) else {
+                        return Vec::new();
+                    };
+                    let mut changed = Vec::new();
+                    let known: Vec<JobId> = seen.keys().copied().collect();
+                    let candidates = filter
+                        .matching(state)
+                        .map(|j| j.id)
+                        .chain(known)
+                        .collect::<std::collections::BTreeSet<_>>();
+                    for id in candidates {
+                        let Some(job) = state.job(id).filter(|j| filter.accepts(j)) else {
+                            continue;
+                        };
+                        let print = fingerprint(job);
+                        if seen.get(&id) != Some(&print) {
+                            seen.insert(id, print);
+                            changed.push(encode_job(job).map(|json| JobEvent {
+                                job_json: json,
+                                as_of_ms: state.clock().as_ms(),
+                            }));
+                        }
+                    }
+                    changed
+                });
+                let events = match changed {
+                    Ok(events) => events,
+                    Err(e) => vec![Err(super::status::read(e))],
+                };
+                for event in events {
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = tx.closed() => return,
+            }
+        }
+    });
+    Ok(rx)
+}

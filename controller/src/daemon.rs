@@ -1,0 +1,168 @@
+//! One controller process: the Raft replica, the client API server and the leader
+//! loop, started from a `ControllerConfig` and stopped together.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use corral_consensus::{PeerTls, RaftTiming, Replica, ReplicaConfig};
+use corral_pki::TlsMaterial;
+use corral_proto::api::corral_server::CorralServer;
+use tokio::sync::{Notify, oneshot, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::api::{ApiContext, ApiService};
+use crate::config::ControllerConfig;
+use crate::leader_loop::{self, LeaderTiming};
+
+/// The largest client API message (a submission carries its script; the limit on
+/// scripts is the cluster's `max_batch_bytes`, 4 MiB by default).
+const MAX_API_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A running controller.
+pub struct Controller {
+    replica: Arc<Replica>,
+    api_addr: SocketAddr,
+    stop_loop: watch::Sender<bool>,
+    leader_loop: JoinHandle<()>,
+    stop_api: oneshot::Sender<()>,
+    api_server: JoinHandle<()>,
+}
+
+impl Controller {
+    /// Starts the replica, the client API and the leader loop.
+    pub async fn start(config: ControllerConfig) -> anyhow::Result<Controller> {
+        corral_consensus::tls::install_crypto_provider();
+        let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
+        let this = config.this_replica().clone();
+        let peer_listen = resolve(&this.peer).context("this replica's peer address")?;
+        let api_listen = resolve(&this.api).context("this replica's client API address")?;
+        std::fs::create_dir_all(&config.data_dir).with_context(|| {
+            format!(
+                "cannot create the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
+        let timing = RaftTiming {
+            heartbeat_ms: config.raft.heartbeat_ms,
+            election_min_ms: config.raft.election_min_ms,
+            election_max_ms: config.raft.election_max_ms,
+            ..RaftTiming::default()
+        };
+        let replica = Replica::start(ReplicaConfig {
+            id: config.id,
+            listen: peer_listen,
+            data_dir: config.data_dir.clone(),
+            tls: PeerTls {
+                ca_pem: tls.ca_pem.clone(),
+                cert_pem: tls.cert_pem.clone(),
+                key_pem: tls.key_pem.clone(),
+            },
+            timing,
+            cluster_name: config.cluster_name.clone(),
+        })
+        .await
+        .context("starting the Raft replica")?;
+        let replica = Arc::new(replica);
+
+        let wake = Arc::new(Notify::new());
+        let (stop_loop, stop_rx) = watch::channel(false);
+        let leader_timing = LeaderTiming {
+            schedule_interval: Duration::from_millis(config.leader.schedule_interval_ms.max(1)),
+            tick_interval: Duration::from_millis(config.leader.tick_interval_ms.max(1)),
+        };
+        let leader_loop = tokio::spawn(leader_loop::run(
+            Arc::clone(&replica),
+            leader_timing,
+            Arc::clone(&wake),
+            stop_rx,
+        ));
+
+        let ctx = Arc::new(ApiContext {
+            replica: Arc::clone(&replica),
+            config: Arc::new(config),
+            wake_scheduler: wake,
+        });
+        let incoming = TcpIncoming::bind(api_listen)
+            .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?
+            .with_nodelay(Some(true));
+        let api_addr = incoming.local_addr()?;
+        let service = CorralServer::new(ApiService::new(ctx))
+            .max_decoding_message_size(MAX_API_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_API_MESSAGE_BYTES);
+        let builder = Server::builder()
+            .tls_config(tls.server_config())
+            .context("client API TLS")?;
+        let (stop_api, stopped) = oneshot::channel::<()>();
+        let api_server = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = builder
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+            {
+                tracing::error!("client API server stopped: {e}");
+            }
+        });
+        tracing::info!(%api_addr, peer = %replica.peer_addr(), "controller started");
+        Ok(Controller {
+            replica,
+            api_addr,
+            stop_loop,
+            leader_loop,
+            stop_api,
+            api_server,
+        })
+    }
+
+    /// Where clients reach this controller.
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api_addr
+    }
+
+    /// The replica.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
+    /// Stops the API, the leader loop and the replica (storage closed on return).
+    pub async fn shutdown(self) {
+        let _ = self.stop_api.send(());
+        let _ = self.stop_loop.send(true);
+        let _ = self.leader_loop.await;
+        // Streams (watches) may still hold the context; give them a moment.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.api_server).await;
+        let mut replica = self.replica;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match Arc::try_unwrap(replica) {
+                Ok(owned) => {
+                    owned.shutdown().await;
+                    return;
+                }
+                Err(shared) if tokio::time::Instant::now() < deadline => {
+                    replica = shared;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(_) => {
+                    tracing::warn!("replica still in use at shutdown; leaving it to the process exit");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Resolves `host:port` to the address to bind.
+fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs()
+        .with_context(|| format!("cannot resolve '{addr}'"))?
+        .next()
+        .with_context(|| format!("'{addr}' resolves to no address"))
+}
