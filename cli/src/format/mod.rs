@@ -1,3 +1,28 @@
 //! How the CLI prints: Slurm-style tables (squeue, sinfo, sacct), `show job`'s
 //! field list and the cluster summary, each a pure function from domain records
-//! to text so it is tested without a cluster.
+//! to text so it is tested without a cluster. Times are printed in UTC.
+
+pub mod acct;
+pub mod cluster;
+pub mod datetime;
+pub mod elapsed;
+pub mod job_fields;
+pub mod node_list;
+pub mod node_state;
+pub mod nodes;
+pub mod queue;
+pub mod reason;
+pub mod show_job;
+pub mod table;
+pub mod usage;
+
+pub use acct::{AcctOptions, acct_table};
+pub use cluster::cluster_status;
+pub use datetime::format_timestamp;
+pub use node_list::node_list;
+pub use nodes::nodes_table;
+pub use queue::{QueueOptions, queue_table};
+pub use show_job::show_job;
+pub use usage::usage_table;
+#[cfg(test)]
+mod test_jobs;

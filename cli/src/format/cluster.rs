@@ -1,0 +1,176 @@
+//! `corral status`: the controller cluster as one replica sees it: leader, term,
+//! log positions, state digest, job and node counts, and one line per member
+//! with its role and, when the leader answered, how far it lags.
+
+use corral_proto::api::ClusterStatusReply;
+use corral_state::Timestamp;
+
+use super::datetime::format_timestamp;
+use super::table::{Align, Column, Style, Width, render};
+
+/// A summary block, then the members table (`*` marks the leader, `(this)` the
+/// replica that answered). MATCHED and LAG are known only when the leader
+/// answered (`-` otherwise); LAG counts log entries behind the leader's last.
+pub fn cluster_status(reply: &ClusterStatusReply) -> String {
+    let leader = match reply.leader_id {
+        Some(id) => {
+            let addr = if reply.leader_api_addr.is_empty() {
+                String::new()
+            } else {
+                format!(" at {}", reply.leader_api_addr)
+            };
+            format!("{id}{addr}")
+        }
+        None => "none (an election is under way; retry in a moment)".to_string(),
+    };
+    let optional = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let mut out = String::new();
+    let summary = [
+        ("Cluster", reply.cluster_name.clone()),
+        ("Leader", leader),
+        ("Term", reply.term.to_string()),
+        (
+            "Log",
+            format!(
+                "last {}, applied {} (on replica {})",
+                optional(reply.last_log_index),
+                optional(reply.last_applied),
+                reply.this_id
+            ),
+        ),
+        ("Digest", reply.state_digest.clone()),
+        (
+            "Jobs",
+            format!(
+                "{} pending, {} running",
+                reply.jobs_pending, reply.jobs_running
+            ),
+        ),
+        ("Nodes", reply.nodes.to_string()),
+        (
+            "Clock",
+            format!("{} UTC", format_timestamp(Timestamp(reply.clock_ms))),
+        ),
+    ];
+    for (key, value) in summary {
+        out.push_str(&format!("{:<8} {value}\n", format!("{key}:")));
+    }
+    out.push('\n');
+    let rows: Vec<Vec<String>> = reply
+        .members
+        .iter()
+        .map(|m| {
+            let mut id = m.id.to_string();
+            if reply.leader_id == Some(m.id) {
+                id.push('*');
+            }
+            let lag = match (m.matched, reply.last_log_index) {
+                (Some(matched), Some(last)) => last.saturating_sub(matched).to_string(),
+                _ => "-".to_string(),
+            };
+            let note = if m.id == reply.this_id { "(this)" } else { "" };
+            vec![
+                id,
+                if m.voter { "voter" } else { "learner" }.to_string(),
+                m.peer_addr.clone(),
+                m.api_addr.clone(),
+                optional(m.matched),
+                lag,
+                note.to_string(),
+            ]
+        })
+        .collect();
+    let columns = [
+        Column::new("ID", Align::Right, Width::Fit),
+        Column::new("ROLE", Align::Left, Width::Fit),
+        Column::new("PEER", Align::Left, Width::Fit),
+        Column::new("API", Align::Left, Width::Fit),
+        Column::new("MATCHED", Align::Right, Width::Fit),
+        Column::new("LAG", Align::Right, Width::Fit),
+        Column::new("", Align::Left, Width::Fit),
+    ];
+    out.push_str(&render(
+        &columns,
+        &rows,
+        Style {
+            header: true,
+            rule: false,
+        },
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_proto::api::Member;
+
+    fn member(id: u64, voter: bool, matched: Option<u64>) -> Member {
+        Member {
+            id,
+            peer_addr: format!("10.0.0.{id}:7001"),
+            api_addr: format!("10.0.0.{id}:7000"),
+            voter,
+            matched,
+        }
+    }
+
+    fn reply() -> ClusterStatusReply {
+        ClusterStatusReply {
+            cluster_name: "demo".into(),
+            this_id: 1,
+            leader_id: Some(1),
+            leader_api_addr: "10.0.0.1:7000".into(),
+            term: 4,
+            last_log_index: Some(1200),
+            last_applied: Some(1199),
+            members: vec![
+                member(1, true, Some(1200)),
+                member(2, true, Some(1195)),
+                member(4, false, Some(10)),
+            ],
+            state_digest: "9f2c".into(),
+            jobs_pending: 3,
+            jobs_running: 2,
+            nodes: 16,
+            clock_ms: 1_795_248_000_000,
+        }
+    }
+
+    #[test]
+    fn leader_view_with_lag() {
+        let expected = "\
+Cluster: demo
+Leader:  1 at 10.0.0.1:7000
+Term:    4
+Log:     last 1200, applied 1199 (on replica 1)
+Digest:  9f2c
+Jobs:    3 pending, 2 running
+Nodes:   16
+Clock:   2026-11-21T08:00:00 UTC
+
+ID ROLE    PEER          API           MATCHED  LAG
+1* voter   10.0.0.1:7001 10.0.0.1:7000    1200    0 (this)
+ 2 voter   10.0.0.2:7001 10.0.0.2:7000    1195    5
+ 4 learner 10.0.0.4:7001 10.0.0.4:7000      10 1190
+";
+        assert_eq!(cluster_status(&reply()), expected);
+    }
+
+    #[test]
+    fn follower_without_leader() {
+        let mut reply = reply();
+        reply.this_id = 2;
+        reply.leader_id = None;
+        reply.leader_api_addr.clear();
+        for m in &mut reply.members {
+            m.matched = None;
+        }
+        let out = cluster_status(&reply);
+        assert!(out.contains("Leader:  none (an election is under way; retry in a moment)\n"));
+        assert!(
+            out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000       -   - (this)\n"),
+            "{out}"
+        );
+    }
+}
