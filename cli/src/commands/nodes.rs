@@ -36,9 +36,9 @@ pub async fn run(cluster: &Cluster, args: &NodesArgs, json: bool) -> anyhow::Res
     if json {
         super::print_json(&serde_json::json!({ "nodes": nodes, "partitions": partitions }))?;
     } else if args.node_oriented {
-        print!("{}", node_list(&nodes));
+        print!("{}", node_list(&nodes, &partitions, false));
     } else {
-        print!("{}", nodes_table(&nodes, &partitions));
+        print!("{}", nodes_table(&nodes, &partitions, false));
     }
     Ok(ExitCode::SUCCESS)
 }
