@@ -1,0 +1,124 @@
+//! The daemon's own sections of `corral.toml`, as written: the replicas and their
+//! addresses, where to listen, TLS files, Raft timing, the leader loop's intervals
+//! and node liveness timeouts.
+
+use std::path::PathBuf;
+
+use corral_consensus::RaftTiming;
+use serde::{Deserialize, Serialize};
+
+/// One initial voter (`[[replicas]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSection {
+    /// Its replica id, unique in the cluster.
+    pub id: u64,
+    /// `host:port` where the other replicas reach its Raft service.
+    pub peer: String,
+    /// `host:port` where clients reach its API.
+    pub api: String,
+}
+
+/// Where this replica listens (`[listen]`); each defaults to this replica's own
+/// address: the same IP when it is written as one (`localhost` as 127.0.0.1),
+/// otherwise every interface (`0.0.0.0`) on the same port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenSection {
+    /// Socket address of the Raft service, e.g. `0.0.0.0:7100`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// Socket address of the client API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+}
+
+/// TLS files (`[tls]`); relative paths are relative to the configuration file's
+/// directory. Defaults: `tls/ca.crt`, `tls/replica-<id>.crt`, `tls/replica-<id>.key`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// The controllers' CA certificate (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// This replica's certificate chain (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// This replica's private key (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+}
+
+/// Raft timing (`[raft]`); defaults are the consensus crate's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftSection {
+    /// Leader heartbeat period, ms.
+    pub heartbeat_ms: u64,
+    /// Election timeout lower bound, ms; above `heartbeat_ms`.
+    pub election_min_ms: u64,
+    /// Election timeout upper bound, ms; above `election_min_ms`.
+    pub election_max_ms: u64,
+    /// Take a snapshot after this many log entries.
+    pub snapshot_every_entries: u64,
+    /// How long a proposal may wait for commit before its outcome is unknown, ms.
+    pub propose_timeout_ms: u64,
+}
+
+impl Default for RaftSection {
+    fn default() -> Self {
+        let timing = RaftTiming::default();
+        RaftSection {
+            heartbeat_ms: timing.heartbeat_ms,
+            election_min_ms: timing.election_min_ms,
+            election_max_ms: timing.election_max_ms,
+            snapshot_every_entries: timing.snapshot_every_entries,
+            propose_timeout_ms: u64::try_from(timing.propose_timeout.as_millis())
+                .unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// The leader loop (`[leader]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaderSection {
+    /// Period of scheduling passes, ms.
+    pub schedule_interval_ms: u64,
+    /// Period of `Tick` commands (usage, time limits, preemption grace), ms.
+    pub tick_interval_ms: u64,
+}
+
+impl Default for LeaderSection {
+    fn default() -> Self {
+        LeaderSection {
+            schedule_interval_ms: 1_000,
+            tick_interval_ms: 1_000,
+        }
+    }
+}
+
+/// Node liveness (`[liveness]`): agents renew a lease by heartbeats and fence
+/// themselves when they cannot; the leader declares a node down after the lease
+/// plus a margin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LivenessSection {
+    /// Agent heartbeat period, ms.
+    pub agent_heartbeat_ms: u64,
+    /// Agent lease, ms: an agent that cannot renew it this long kills its jobs.
+    /// At least two heartbeats.
+    pub agent_lease_ms: u64,
+    /// Extra wait after a lapsed lease before the node is declared down, ms.
+    pub down_margin_ms: u64,
+}
+
+impl Default for LivenessSection {
+    fn default() -> Self {
+        LivenessSection {
+            agent_heartbeat_ms: 1_000,
+            agent_lease_ms: 10_000,
+            down_margin_ms: 5_000,
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Raft timing, leader loop intervals and node liveness timeouts: positive, and
+//! ordered where one must exceed another.
+
+use super::values::{Checked, positive};
+use crate::config::controller::{LeaderSettings, LivenessSettings, RaftSettings};
+use crate::config::error::Refusal;
+use crate::config::file::{LeaderSection, LivenessSection, RaftSection};
+
+/// Raft timing: heartbeat < election min < election max, as openraft requires.
+pub(crate) fn raft(section: &RaftSection) -> Checked<RaftSettings> {
+    let heartbeat_ms = positive("raft.heartbeat_ms", section.heartbeat_ms)?;
+    if section.election_min_ms <= heartbeat_ms {
+        return Err(Refusal::new(
+            "raft.election_min_ms",
+            format!(
+                "{} ms must be above raft.heartbeat_ms ({heartbeat_ms} ms), or followers stand for election while the leader is healthy",
+                section.election_min_ms
+            ),
+        ));
+    }
+    if section.election_max_ms <= section.election_min_ms {
+        return Err(Refusal::new(
+            "raft.election_max_ms",
+            format!(
+                "{} ms must be above raft.election_min_ms ({} ms), so election timeouts are spread",
+                section.election_max_ms, section.election_min_ms
+            ),
+        ));
+    }
+    Ok(RaftSettings {
+        heartbeat_ms,
+        election_min_ms: section.election_min_ms,
+        election_max_ms: section.election_max_ms,
+        snapshot_every_entries: positive(
+            "raft.snapshot_every_entries",
+            section.snapshot_every_entries,
+        )?,
+        propose_timeout_ms: positive("raft.propose_timeout_ms", section.propose_timeout_ms)?,
+    })
+}
+
+/// The leader loop's intervals, both positive.
+pub(crate) fn leader(section: &LeaderSection) -> Checked<LeaderSettings> {
+    Ok(LeaderSettings {
+        schedule_interval_ms: positive(
+            "leader.schedule_interval_ms",
+            section.schedule_interval_ms,
+        )?,
+        tick_interval_ms: positive("leader.tick_interval_ms", section.tick_interval_ms)?,
+    })
+}
+
+/// Liveness: a lease spans at least two heartbeats, so one lost heartbeat does
+/// not fence a healthy node.
+pub(crate) fn liveness(section: &LivenessSection) -> Checked<LivenessSettings> {
+    let heartbeat = positive("liveness.agent_heartbeat_ms", section.agent_heartbeat_ms)?;
+    if section.agent_lease_ms < heartbeat.saturating_mul(2) {
+        return Err(Refusal::new(
+            "liveness.agent_lease_ms",
+            format!(
+                "{} ms must be at least two heartbeats ({} ms), so one lost heartbeat does not fence a healthy node",
+                section.agent_lease_ms,
+                heartbeat.saturating_mul(2)
+            ),
+        ));
+    }
+    Ok(LivenessSettings {
+        agent_heartbeat_ms: heartbeat,
+        agent_lease_ms: section.agent_lease_ms,
+        down_margin_ms: section.down_margin_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let raft = raft(&RaftSection::default()).unwrap();
+        assert_eq!(
+            (
+                raft.heartbeat_ms,
+                raft.election_min_ms,
+                raft.election_max_ms
+            ),
+            (30, 100, 200)
+        );
+        assert!(leader(&LeaderSection::default()).is_ok());
+        assert!(liveness(&LivenessSection::default()).is_ok());
+    }
+
+    #[test]
+    fn elections_must_outlast_heartbeats() {
+        let section = RaftSection {
+            election_min_ms: 30,
+            ..RaftSection::default()
+        };
+        assert_eq!(raft(&section).unwrap_err().key, "raft.election_min_ms");
+        let section = RaftSection {
+            election_max_ms: 100,
+            ..RaftSection::default()
+        };
+        assert_eq!(raft(&section).unwrap_err().key, "raft.election_max_ms");
+    }
+}
