@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use corral_consensus::{PeerTls, RaftTiming, Replica, ReplicaConfig};
+use corral_consensus::{Replica, ReplicaConfig};
 use corral_pki::TlsMaterial;
 use corral_proto::api::corral_server::CorralServer;
 use tokio::sync::{Notify, oneshot, watch};
@@ -35,32 +35,22 @@ pub struct Controller {
 impl Controller {
     /// Starts the replica, the client API and the leader loop.
     pub async fn start(config: ControllerConfig) -> anyhow::Result<Controller> {
-        corral_consensus::tls::install_crypto_provider();
+        corral_pki::install_crypto_provider();
         let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
-        let this = config.this_replica().clone();
-        let peer_listen = resolve(&this.peer).context("this replica's peer address")?;
-        let api_listen = resolve(&this.api).context("this replica's client API address")?;
+        config.check_files()?;
+        let (peer_listen, api_listen) = (config.listen.peer, config.listen.api);
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!(
                 "cannot create the data directory {}",
                 config.data_dir.display()
             )
         })?;
-        let timing = RaftTiming {
-            heartbeat_ms: config.raft.heartbeat_ms,
-            election_min_ms: config.raft.election_min_ms,
-            election_max_ms: config.raft.election_max_ms,
-            ..RaftTiming::default()
-        };
+        let timing = config.raft.timing();
         let replica = Replica::start(ReplicaConfig {
             id: config.id,
             listen: peer_listen,
             data_dir: config.data_dir.clone(),
-            tls: PeerTls {
-                ca_pem: tls.ca_pem.clone(),
-                cert_pem: tls.cert_pem.clone(),
-                key_pem: tls.key_pem.clone(),
-            },
+            tls: tls.clone(),
             timing,
             cluster_name: config.cluster_name.clone(),
         })
@@ -156,13 +146,4 @@ impl Controller {
             }
         }
     }
-}
-
-/// Resolves `host:port` to the address to bind.
-fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
-    use std::net::ToSocketAddrs;
-    addr.to_socket_addrs()
-        .with_context(|| format!("cannot resolve '{addr}'"))?
-        .next()
-        .with_context(|| format!("'{addr}' resolves to no address"))
 }

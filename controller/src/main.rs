@@ -106,7 +106,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// Calls `Bootstrap` on this file's replica with the file's controller
 /// certificate, retrying until the replica answers.
 async fn init(config: config::ControllerConfig, patience: Duration) -> anyhow::Result<()> {
-    corral_consensus::tls::install_crypto_provider();
+    corral_pki::install_crypto_provider();
     let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
     let api = config.this_replica().api.clone();
     let endpoint = Endpoint::from_shared(format!("https://{api}"))

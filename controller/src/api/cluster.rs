@@ -1,7 +1,7 @@
 //! Cluster calls: status (members, leader, term, indexes, lag), bootstrap,
 //! membership changes, configuration changes, and who-am-I.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use corral_consensus::ReplicaAddr;
@@ -79,22 +79,8 @@ pub async fn bootstrap(ctx: &ApiContext, caller: &Caller) -> Result<BootstrapRep
     let by = caller.admin("bootstrapping the cluster")?;
     let fresh = ctx.replica.members().is_empty();
     if fresh {
-        let members: BTreeMap<u64, ReplicaAddr> = ctx
-            .config
-            .replicas
-            .iter()
-            .map(|r| {
-                (
-                    r.id,
-                    ReplicaAddr {
-                        peer: r.peer.clone(),
-                        api: r.api.clone(),
-                    },
-                )
-            })
-            .collect();
         ctx.replica
-            .initialize(members)
+            .initialize(ctx.config.members())
             .await
             .map_err(status::membership)?;
     }
