@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use corral_consensus::PeerTls;
-use corral_consensus::dev_ca::DevCa;
 use corral_consensus::leader_client::LeaderClient;
+use corral_pki::{ClusterCa, Role, TlsMaterial};
 use tempfile::TempDir;
 
 /// Replica processes and their files. Dropping it kills them all.
@@ -17,7 +16,7 @@ pub struct ProcessCluster {
     exe: PathBuf,
     peers: BTreeMap<u64, String>,
     children: BTreeMap<u64, Child>,
-    client_tls: PeerTls,
+    client_tls: TlsMaterial,
     timing_args: Vec<String>,
 }
 
@@ -31,16 +30,21 @@ fn free_port() -> anyhow::Result<u16> {
 impl ProcessCluster {
     /// Starts `replicas` processes and bootstraps them as one group.
     pub fn start(replicas: u64, timing_args: Vec<String>) -> anyhow::Result<Self> {
-        corral_consensus::tls::install_crypto_provider();
+        corral_pki::install_crypto_provider();
         let root = tempfile::tempdir()?;
-        let ca = DevCa::new("bench controllers CA")?;
+        let ca = ClusterCa::generate("bench")?;
         std::fs::write(root.path().join("ca.pem"), ca.ca_pem())?;
         for id in 1..=replicas {
-            let issued = ca.issue(&format!("controller-{id}"), &["127.0.0.1"])?;
+            let issued = ca.issue(
+                Role::Controller,
+                &format!("controller-{id}"),
+                &["127.0.0.1"],
+            )?;
             std::fs::write(root.path().join(format!("{id}.crt")), issued.cert_pem)?;
             std::fs::write(root.path().join(format!("{id}.key")), issued.key_pem)?;
         }
-        let client_tls = ca.peer_tls("bench-client", &["127.0.0.1"])?;
+        // The peer protocol serves controllers only; the client proposes through it.
+        let client_tls = ca.material(Role::Controller, "bench-client", &[])?;
         let peers = (1..=replicas)
             .map(|id| Ok((id, format!("127.0.0.1:{}", free_port()?))))
             .collect::<anyhow::Result<_>>()?;

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use corral_consensus::{PeerTls, RaftTiming, Replica, ReplicaAddr, ReplicaConfig};
+use corral_consensus::{RaftTiming, Replica, ReplicaAddr, ReplicaConfig};
+use corral_pki::TlsMaterial;
 
 /// Options of `corral-bench replica`.
 #[derive(Args)]
@@ -63,11 +64,7 @@ pub fn run(args: &ReplicaArgs) -> anyhow::Result<()> {
         .get(&args.id)
         .ok_or_else(|| anyhow::anyhow!("--peers does not list replica {}", args.id))?
         .parse()?;
-    let tls = PeerTls {
-        ca_pem: std::fs::read_to_string(&args.ca)?,
-        cert_pem: std::fs::read_to_string(&args.cert)?,
-        key_pem: std::fs::read_to_string(&args.key)?,
-    };
+    let tls = TlsMaterial::load(&args.ca, &args.cert, &args.key)?;
     let timing = RaftTiming {
         heartbeat_ms: args.heartbeat_ms,
         election_min_ms: args.election_min_ms,

@@ -9,6 +9,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use corral_pki::TlsMaterial;
 use corral_state::Command;
 
 use crate::codec;
@@ -16,7 +17,6 @@ use crate::error::ProposeError;
 use crate::network::{Method, PeerNetwork};
 use crate::proposer::Results;
 use crate::replica::ReplicaMetrics;
-use crate::tls::PeerTls;
 use crate::types::ReplicaId;
 
 /// Per-call deadline of one attempt.
@@ -32,8 +32,10 @@ pub struct LeaderClient {
 
 impl LeaderClient {
     /// A client for `replicas` (`id`, `host:port`), giving up after `patience`.
-    pub fn new(tls: &PeerTls, replicas: Vec<(ReplicaId, String)>, patience: Duration) -> Self {
-        crate::tls::install_crypto_provider();
+    /// The peer protocol serves controllers only, so `tls` must hold a
+    /// certificate with the controller role.
+    pub fn new(tls: &TlsMaterial, replicas: Vec<(ReplicaId, String)>, patience: Duration) -> Self {
+        corral_pki::install_crypto_provider();
         LeaderClient {
             network: PeerNetwork::new(tls.client_config()),
             replicas,

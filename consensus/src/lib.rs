@@ -3,9 +3,9 @@
 //! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a sled
 //! log ([`log_store`]) and a state machine that applies `corral_state::Command`s
 //! ([`state_machine`]), with peer RPC over tonic and mutual TLS ([`network`],
-//! [`peer_service`], [`tls`]). Every fsync goes through one thread
-//! ([`flusher`]), which also gives group commit. The [`proposer`] batches
-//! concurrent proposals into log entries.
+//! [`peer_service`], [`tls`]), open to controller certificates only. Every fsync
+//! goes through one thread ([`flusher`]), which also gives group commit. The
+//! [`proposer`] batches concurrent proposals into log entries.
 //!
 //! Start reading at [`replica`]: the API the controller uses.
 
@@ -14,7 +14,6 @@
 #![allow(clippy::result_large_err)]
 
 pub mod codec;
-pub mod dev_ca;
 pub mod error;
 pub mod flusher;
 pub mod leader_client;
@@ -35,5 +34,4 @@ pub mod pb {
 
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
 pub use replica::{Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics};
-pub use tls::PeerTls;
 pub use types::{ReplicaAddr, ReplicaId};

@@ -1,5 +1,7 @@
 //! The server side of peer RPC: decodes each request, hands it to the local Raft
 //! (or, for `Propose`, to the local proposer) and encodes the whole result back.
+//! Callers are checked before any of this, by the interceptor in [`crate::tls`]:
+//! only controllers reach these handlers.
 
 use std::sync::Arc;
 

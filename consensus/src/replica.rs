@@ -9,11 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use corral_pki::TlsMaterial;
 use corral_state::{ClusterState, Command, Outcome, Rejection};
 use openraft::error::{InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
@@ -26,7 +28,6 @@ use crate::pb::peer_server::PeerServer;
 use crate::peer_service::PeerService;
 use crate::proposer::{Proposer, Results};
 use crate::state_machine::StateMachineStore;
-use crate::tls::PeerTls;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
 
 /// Raft timing and log retention.
@@ -75,8 +76,9 @@ pub struct ReplicaConfig {
     pub listen: SocketAddr,
     /// The directory holding this replica's sled database.
     pub data_dir: PathBuf,
-    /// Peer TLS material.
-    pub tls: PeerTls,
+    /// Peer TLS material: the cluster CA and this controller's certificate (role
+    /// `controller`, SANs naming its peer address host).
+    pub tls: TlsMaterial,
     /// Raft timing.
     pub timing: RaftTiming,
     /// Name checked by openraft in every message, so two clusters never mix.
@@ -157,7 +159,7 @@ pub struct Replica {
 impl Replica {
     /// Opens storage, starts Raft and serves peers.
     pub async fn start(config: ReplicaConfig) -> Result<Self, StartError> {
-        crate::tls::install_crypto_provider();
+        corral_pki::install_crypto_provider();
         let storage = |source| StartError::Storage {
             path: config.data_dir.display().to_string(),
             source,
@@ -225,6 +227,7 @@ impl Replica {
         ))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let service = InterceptedService::new(service, crate::tls::controllers_only);
         let builder = Server::builder()
             .tls_config(config.tls.server_config())
             .map_err(|e| StartError::Peer(format!("peer TLS: {e}")))?;

@@ -11,10 +11,10 @@ use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_consensus::dev_ca::DevCa;
 use corral_consensus::flusher::Flusher;
 use corral_consensus::log_store::LogStore;
 use corral_consensus::{Replica, ReplicaAddr, ReplicaConfig};
+use corral_pki::ClusterCa;
 use support::*;
 
 const CHILD_DIR: &str = "CORRAL_CRASH_CHILD_DIR";
@@ -22,8 +22,8 @@ const CHILD_DIR: &str = "CORRAL_CRASH_CHILD_DIR";
 const KILL_AFTER: [usize; 8] = [1, 2, 5, 13, 34, 60, 89, 144];
 
 async fn single_replica(dir: &std::path::Path) -> Replica {
-    let ca = DevCa::new("crash test CA").unwrap();
-    let tls = ca.peer_tls("controller-1", &["127.0.0.1"]).unwrap();
+    let ca = ClusterCa::generate("crash").unwrap();
+    let tls = controller_tls(&ca, 1);
     let config = ReplicaConfig {
         id: 1,
         listen: "127.0.0.1:0".parse().unwrap(),

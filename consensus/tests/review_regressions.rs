@@ -55,7 +55,7 @@ fn big_mark(name: &str, bytes: usize) -> Command {
 
 async fn start_with(n: u64, timing: RaftTiming) -> TestCluster {
     let mut cluster = TestCluster {
-        ca: corral_consensus::dev_ca::DevCa::new("probe CA").unwrap(),
+        ca: corral_pki::ClusterCa::generate("probe").unwrap(),
         dirs: BTreeMap::new(),
         addrs: BTreeMap::new(),
         replicas: BTreeMap::new(),
@@ -191,10 +191,7 @@ async fn p3_restart_right_after_shutdown() {
         replica.shutdown().await;
         // Same as TestCluster::launch, but reporting the error instead of unwrap.
         let dir = cluster.dirs[&id].path().to_path_buf();
-        let tls = cluster
-            .ca
-            .peer_tls(&format!("controller-{id}"), &["127.0.0.1", "localhost"])
-            .unwrap();
+        let tls = support::controller_tls(&cluster.ca, id);
         let config = corral_consensus::ReplicaConfig {
             id,
             listen: cluster.addrs[&id],
@@ -255,10 +252,7 @@ async fn p3b_restart_while_snapshot_builds() {
     replica.snapshot().await.unwrap();
     replica.shutdown().await;
     let dir = cluster.dirs[&id].path().to_path_buf();
-    let tls = cluster
-        .ca
-        .peer_tls(&format!("controller-{id}"), &["127.0.0.1"])
-        .unwrap();
+    let tls = support::controller_tls(&cluster.ca, id);
     let config = corral_consensus::ReplicaConfig {
         id,
         listen: cluster.addrs[&id],
@@ -356,12 +350,12 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p5_purge_waits_for_a_durable_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = corral_consensus::dev_ca::DevCa::new("p5").unwrap();
+    let ca = corral_pki::ClusterCa::generate("p5").unwrap();
     let config = corral_consensus::ReplicaConfig {
         id: 1,
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_path_buf(),
-        tls: ca.peer_tls("controller-1", &["127.0.0.1"]).unwrap(),
+        tls: support::controller_tls(&ca, 1),
         timing: RaftTiming {
             snapshot_every_entries: 100_000,
             ..support::timing()

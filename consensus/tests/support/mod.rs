@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use corral_consensus::dev_ca::DevCa;
 use corral_consensus::{ProposeError, RaftTiming, Replica, ReplicaAddr, ReplicaConfig, ReplicaId};
+use corral_pki::{ClusterCa, TlsMaterial};
 use corral_state::account::Account;
 use corral_state::{Actor, Command, Role};
 use tempfile::TempDir;
@@ -30,7 +30,7 @@ pub fn timing() -> RaftTiming {
 }
 
 pub struct TestCluster {
-    pub ca: DevCa,
+    pub ca: ClusterCa,
     pub dirs: BTreeMap<ReplicaId, TempDir>,
     pub addrs: BTreeMap<ReplicaId, SocketAddr>,
     pub replicas: BTreeMap<ReplicaId, Replica>,
@@ -43,7 +43,7 @@ impl TestCluster {
     /// Starts `n` replicas (ids 1..=n) and bootstraps them as one cluster.
     pub async fn start(n: u64) -> Self {
         let mut cluster = TestCluster {
-            ca: DevCa::new("test controllers CA").unwrap(),
+            ca: ClusterCa::generate("test").unwrap(),
             dirs: BTreeMap::new(),
             addrs: BTreeMap::new(),
             replicas: BTreeMap::new(),
@@ -78,10 +78,7 @@ impl TestCluster {
             .get(&id)
             .copied()
             .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
-        let tls = self
-            .ca
-            .peer_tls(&format!("controller-{id}"), &["127.0.0.1", "localhost"])
-            .unwrap();
+        let tls = controller_tls(&self.ca, id);
         let config = ReplicaConfig {
             id,
             listen,
@@ -173,6 +170,16 @@ impl TestCluster {
             self.stop(id).await;
         }
     }
+}
+
+/// TLS material for replica `id`: a controller certificate for the loopback.
+pub fn controller_tls(ca: &ClusterCa, id: ReplicaId) -> TlsMaterial {
+    ca.material(
+        corral_pki::Role::Controller,
+        &format!("controller-{id}"),
+        &["127.0.0.1", "localhost"],
+    )
+    .unwrap()
 }
 
 pub fn admin() -> Actor {
