@@ -129,9 +129,13 @@ pub enum Command {
     Demo,
 }
 
-/// `corral queue`.
+/// `corral queue` (`-h` is squeue's --noheader; help is `--help`).
 #[derive(Debug, Clone, Args)]
+#[command(disable_help_flag = true)]
 pub struct QueueArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
     /// Only these users' jobs (comma-separated).
     #[arg(short = 'u', long = "user", value_delimiter = ',')]
     pub users: Vec<String>,
@@ -356,4 +360,14 @@ pub struct LocalUpArgs {
     /// The corrald binary (default: next to this one).
     #[arg(long)]
     pub corrald: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

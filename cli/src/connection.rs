@@ -83,13 +83,25 @@ impl ClusterSettings {
                     format!(
                         "no {what}: give --{}, set {var}, or put it in {}",
                         what.split(' ').next().unwrap_or(what),
-                        file_path.as_deref().map_or("a client config file".into(), |p| p.display().to_string())
+                        file_path
+                            .as_deref()
+                            .map_or("a client config file".into(), |p| p.display().to_string())
                     )
                 })
         };
         let ca = pick(&flags.ca, "CORRAL_CA", file.ca, "ca certificate")?;
-        let cert = pick(&flags.cert, "CORRAL_CERT", file.cert, "cert (client certificate)")?;
-        let key = pick(&flags.key, "CORRAL_KEY", file.key, "key (client private key)")?;
+        let cert = pick(
+            &flags.cert,
+            "CORRAL_CERT",
+            file.cert,
+            "cert (client certificate)",
+        )?;
+        let key = pick(
+            &flags.key,
+            "CORRAL_KEY",
+            file.key,
+            "key (client private key)",
+        )?;
         let addresses: Vec<String> = cluster
             .split(',')
             .map(str::trim)

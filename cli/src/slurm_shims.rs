@@ -62,6 +62,10 @@ mod tests {
             rewrite(os(&["corral", "queue"])).unwrap(),
             os(&["corral", "queue"])
         );
-        assert!(rewrite(os(&["srun", "hostname"])).unwrap_err().contains("node agent"));
+        assert!(
+            rewrite(os(&["srun", "hostname"]))
+                .unwrap_err()
+                .contains("node agent")
+        );
     }
 }

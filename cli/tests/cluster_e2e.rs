@@ -24,7 +24,11 @@ fn a_submission_through_a_follower_reaches_every_replica() {
         follower_addr,
         &["submit", "--job-name=via-follower", path.to_str().unwrap()],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let id: u64 = stdout
         .trim()
@@ -36,14 +40,22 @@ fn a_submission_through_a_follower_reaches_every_replica() {
     for addr in &cluster.addresses {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let out = cluster.corral_at("user-alice", addr, &["--json", "queue", "-j", &id.to_string()]);
-            let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let out = cluster.corral_at(
+                "user-alice",
+                addr,
+                &["--json", "queue", "-j", &id.to_string()],
+            );
+            let jobs: Vec<serde_json::Value> =
+                serde_json::from_slice(&out.stdout).unwrap_or_default();
             if jobs.len() == 1 {
                 assert_eq!(jobs[0]["spec"]["name"], "via-follower");
                 assert_eq!(jobs[0]["spec"]["user"], "alice");
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "replica {addr} never showed job {id}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "replica {addr} never showed job {id}"
+            );
         }
     }
 }
@@ -88,14 +100,21 @@ fn a_submission_storm_survives_a_leader_kill_without_loss_or_duplicates() {
     // Kill the leader once the storm is under way.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while cluster.jobs().len() < 20 {
-        assert!(std::time::Instant::now() < deadline, "the storm never got going");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the storm never got going"
+        );
     }
     cluster.kill(leader);
     let mut acknowledged = BTreeMap::new();
     for submitter in submitters {
         acknowledged.extend(submitter.join().unwrap());
     }
-    assert!(acknowledged.len() >= 90, "only {} of 100 submissions were acknowledged", acknowledged.len());
+    assert!(
+        acknowledged.len() >= 90,
+        "only {} of 100 submissions were acknowledged",
+        acknowledged.len()
+    );
     let mut by_name: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for job in cluster.jobs() {
         by_name
@@ -122,11 +141,21 @@ fn bad_input_gets_its_error_and_changes_nothing() {
     let dir = cluster.dir.path();
     let good = script(dir, "good.sh", BATCH);
     let no_shebang = script(dir, "bad.sh", "echo no interpreter line\n");
-    let bad_directive = script(dir, "bad2.sh", "#!/bin/bash\n#SBATCH --time=1-25:00:00\necho\n");
+    let bad_directive = script(
+        dir,
+        "bad2.sh",
+        "#!/bin/bash\n#SBATCH --time=1-25:00:00\necho\n",
+    );
     let good = good.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["submit", "--partition=nope", good], "unknown partition 'nope'"),
-        (vec!["submit", "--gpus-per-node=9", good], "largest node has 8"),
+        (
+            vec!["submit", "--partition=nope", good],
+            "unknown partition 'nope'",
+        ),
+        (
+            vec!["submit", "--gpus-per-node=9", good],
+            "largest node has 8",
+        ),
         (vec!["submit", "--time=3-99", good], "time"),
         (vec!["submit", no_shebang.to_str().unwrap()], "#!"),
         (vec!["submit", bad_directive.to_str().unwrap()], "#SBATCH"),
@@ -139,7 +168,10 @@ fn bad_input_gets_its_error_and_changes_nothing() {
         let out = cluster.corral("user-alice", &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.contains(expected), "{args:?}: expected '{expected}' in: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected '{expected}' in: {stderr}"
+        );
     }
     assert_eq!(cluster.jobs(), before, "refused input changed the jobs");
 }
@@ -149,7 +181,10 @@ fn users_act_only_on_their_own_jobs_and_strangers_get_nothing() {
     let cluster = LocalCluster::start(3, 2);
     let path = script(cluster.dir.path(), "job.sh", BATCH);
     let id = cluster
-        .ok("user-alice", &["submit", "--parsable", "--hold", path.to_str().unwrap()])
+        .ok(
+            "user-alice",
+            &["submit", "--parsable", "--hold", path.to_str().unwrap()],
+        )
         .trim()
         .to_string();
     // Bob may not cancel Alice's job.
@@ -182,7 +217,11 @@ fn users_act_only_on_their_own_jobs_and_strangers_get_nothing() {
         .args(["queue"])
         .output()
         .unwrap();
-    assert!(!out.status.success(), "a stranger was answered: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "a stranger was answered: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Alice cancels her own job.
     cluster.ok("user-alice", &["cancel", &id]);
     assert_eq!(cluster.jobs()[0]["state"], "Cancelled");

@@ -83,7 +83,7 @@ impl Controller {
         let service = CorralServer::new(ApiService::new(ctx))
             .max_decoding_message_size(MAX_API_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_API_MESSAGE_BYTES);
-        let builder = Server::builder()
+        let mut builder = Server::builder()
             .tls_config(tls.server_config())
             .context("client API TLS")?;
         let (stop_api, stopped) = oneshot::channel::<()>();
@@ -140,7 +140,9 @@ impl Controller {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 Err(_) => {
-                    tracing::warn!("replica still in use at shutdown; leaving it to the process exit");
+                    tracing::warn!(
+                        "replica still in use at shutdown; leaving it to the process exit"
+                    );
                     return;
                 }
             }

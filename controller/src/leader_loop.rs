@@ -58,7 +58,15 @@ pub async fn run(
         }
         let term = leadership.borrow().term;
         tracing::info!(term, "leading: scheduling passes and ticks start");
-        lead(&replica, timing, &wake, &mut leadership, &mut stop, &mut stats).await;
+        lead(
+            &replica,
+            timing,
+            &wake,
+            &mut leadership,
+            &mut stop,
+            &mut stats,
+        )
+        .await;
         tracing::info!(term, ?stats, "no longer leading");
     }
 }
@@ -95,7 +103,8 @@ async fn lead(
             Work::Pass => {
                 stats.passes += 1;
                 let now = clock::now();
-                match replica.read_local(|state| corral_scheduler::plan(state, now).to_command(now)) {
+                match replica.read_local(|state| corral_scheduler::plan(state, now).to_command(now))
+                {
                     Ok(Some(command)) => {
                         stats.plans += 1;
                         propose(replica, command).await

@@ -20,7 +20,12 @@ use tonic::transport::Endpoint;
 #[command(name = "corrald", version, about = "The corral controller daemon")]
 struct Args {
     /// The configuration file.
-    #[arg(long, short = 'c', global = true, default_value = "/etc/corral/corral.toml")]
+    #[arg(
+        long,
+        short = 'c',
+        global = true,
+        default_value = "/etc/corral/corral.toml"
+    )]
     config: PathBuf,
     #[command(subcommand)]
     command: Option<Command>,
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -82,7 +88,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Init { timeout_seconds } => init(config, Duration::from_secs(timeout_seconds)).await,
+        Command::Init { timeout_seconds } => {
+            init(config, Duration::from_secs(timeout_seconds)).await
+        }
         Command::Run => {
             let controller = Controller::start(config).await?;
             wait_for_signal().await?;

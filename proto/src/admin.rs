@@ -66,9 +66,7 @@ impl AdminChange {
             AdminChange::SetQos(qos) => Command::SetQos { qos, by },
             AdminChange::RemoveQos(name) => Command::RemoveQos { name, by },
             AdminChange::SetTopology(topology) => Command::SetTopology { topology, by },
-            AdminChange::SetReservation(reservation) => {
-                Command::SetReservation { reservation, by }
-            }
+            AdminChange::SetReservation(reservation) => Command::SetReservation { reservation, by },
             AdminChange::DeleteReservation(name) => Command::DeleteReservation { name, by },
         }
     }

@@ -25,19 +25,19 @@ pub enum Rejection {
         gpu: u32,
     },
     /// No such partition.
-    #[error("unknown partition '{0}'; `corral partitions` lists them")]
+    #[error("unknown partition '{0}'; `corral nodes` lists the partitions")]
     UnknownPartition(String),
     /// No such account.
-    #[error("unknown account '{0}'; `corral acct accounts` lists them")]
+    #[error("unknown account '{0}'; ask an administrator which accounts you may charge")]
     UnknownAccount(String),
     /// No such user.
     #[error("unknown user '{0}'; an administrator must add the user to an account")]
     UnknownUser(String),
     /// No such QOS.
-    #[error("unknown QOS '{0}'; `corral acct qos` lists them")]
+    #[error("unknown QOS '{0}'; ask an administrator which QOS exist")]
     UnknownQos(String),
     /// No such reservation.
-    #[error("unknown reservation '{0}'; `corral reservations` lists them")]
+    #[error("unknown reservation '{0}'; check the name with an administrator")]
     UnknownReservation(String),
     /// The job request cannot be satisfied or is malformed.
     #[error("job request refused: {0}")]

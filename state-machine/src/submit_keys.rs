@@ -57,8 +57,10 @@ impl SubmitKeys {
         at: Timestamp,
     ) {
         self.order.push_back((at, user.to_string(), key.clone()));
-        self.by_key
-            .insert((user.to_string(), key), KeyedSubmission { first, count, at });
+        self.by_key.insert(
+            (user.to_string(), key),
+            KeyedSubmission { first, count, at },
+        );
     }
 
     /// Forgets keys recorded more than the retention before `now`.

@@ -31,7 +31,11 @@ fn a_retry_with_the_same_key_changes_nothing_and_answers_the_same_jobs() {
     let digest = s.digest();
     let again = keyed(&mut s, "alice", "k-1", at(1));
     assert_eq!(first, again);
-    assert_eq!(s.digest(), digest, "a duplicate submission changed the state");
+    assert_eq!(
+        s.digest(),
+        digest,
+        "a duplicate submission changed the state"
+    );
     assert_eq!(s.jobs().len(), 1);
 }
 
@@ -51,9 +55,19 @@ fn a_key_expires_after_the_retention_and_then_submits_again() {
     let mut s = cluster(2, 8);
     let first = keyed(&mut s, "alice", "k", at(1));
     let retention_s = SUBMIT_KEY_RETENTION_MS / 1000;
-    ok(&mut s, Command::Tick { at: at(retention_s) });
+    ok(
+        &mut s,
+        Command::Tick {
+            at: at(retention_s),
+        },
+    );
     assert_eq!(s.submit_keys().len(), 1, "expired a key early");
-    ok(&mut s, Command::Tick { at: at(1 + retention_s) });
+    ok(
+        &mut s,
+        Command::Tick {
+            at: at(1 + retention_s),
+        },
+    );
     assert!(s.submit_keys().is_empty(), "kept a key past its retention");
     let second = keyed(&mut s, "alice", "k", at(2 + retention_s));
     assert_ne!(first, second);

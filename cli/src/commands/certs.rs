@@ -21,7 +21,9 @@ pub fn run(args: &CertsArgs, json: bool) -> anyhow::Result<ExitCode> {
             Some((name, "user")) => (name, Role::User),
             Some((name, "operator")) => (name, Role::Operator),
             Some((name, "admin")) => (name, Role::Admin),
-            Some((_, other)) => bail!("unknown role '{other}' in '{entry}'; use NAME, NAME:operator or NAME:admin"),
+            Some((_, other)) => {
+                bail!("unknown role '{other}' in '{entry}'; use NAME, NAME:operator or NAME:admin")
+            }
             None => (entry.as_str(), Role::User),
         };
         users.push((name.to_string(), role));

@@ -10,7 +10,9 @@ use crate::format::cluster_status;
 /// Members, leader, term, indexes.
 pub async fn run(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
     let reply = cluster
-        .call(Retry::Idempotent, |mut c| async move { c.cluster_status(Empty {}).await })
+        .call(Retry::Idempotent, |mut c| async move {
+            c.cluster_status(Empty {}).await
+        })
         .await?;
     if json {
         let members: Vec<serde_json::Value> = reply
@@ -45,7 +47,9 @@ pub async fn run(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
 /// The name and role in our certificate, as the cluster reads them.
 pub async fn whoami(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
     let reply = cluster
-        .call(Retry::Idempotent, |mut c| async move { c.who_am_i(Empty {}).await })
+        .call(Retry::Idempotent, |mut c| async move {
+            c.who_am_i(Empty {}).await
+        })
         .await?;
     if json {
         super::print_json(&serde_json::json!({ "name": reply.name, "role": reply.role }))?;

@@ -55,7 +55,12 @@ pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Resu
         let script = (!reply.script.is_empty()).then_some(reply.script.as_str());
         print!(
             "{}",
-            show_job(&record, script, explanation.as_deref(), Timestamp(when::now_ms()))
+            show_job(
+                &record,
+                script,
+                explanation.as_deref(),
+                Timestamp(when::now_ms())
+            )
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -7,8 +7,8 @@
 
 use std::fmt::Write as _;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
@@ -19,6 +19,9 @@ use corral_state::slurm::hostlist;
 
 use crate::args::{LocalAction, LocalUpArgs};
 use crate::connection::{Cluster, ClusterSettings, Retry};
+
+/// The local cluster's administrator.
+const ADMIN: &str = "corral-admin";
 
 /// Runs a `corral local` action.
 pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
@@ -63,7 +66,9 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 let list: Vec<serde_json::Value> = processes
                     .iter()
-                    .map(|p| serde_json::json!({"name": p.name, "pid": p.pid, "running": p.running}))
+                    .map(
+                        |p| serde_json::json!({"name": p.name, "pid": p.pid, "running": p.running}),
+                    )
                     .collect();
                 super::print_json(&list)?;
             } else {
@@ -129,8 +134,11 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             users.push(extra.to_string());
         }
     }
-    let mut principals: Vec<(String, Role)> = users.iter().map(|u| (u.clone(), Role::User)).collect();
-    principals.push(("corral-admin".to_string(), Role::Admin));
+    let mut principals: Vec<(String, Role)> =
+        users.iter().map(|u| (u.clone(), Role::User)).collect();
+    principals.push((ADMIN.to_string(), Role::Admin));
+    // The administrator may submit too (the demo does).
+    users.push(ADMIN.to_string());
     let controller_ids: Vec<u64> = (1..=u64::from(args.controllers)).collect();
     corral_pki::write_dev_bundle(
         &dir.join("certs"),
@@ -145,7 +153,13 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     let replicas: Vec<(u64, String, String)> = controller_ids
         .iter()
         .zip(ports.chunks(2))
-        .map(|(id, p)| (*id, format!("127.0.0.1:{}", p[0]), format!("127.0.0.1:{}", p[1])))
+        .map(|(id, p)| {
+            (
+                *id,
+                format!("127.0.0.1:{}", p[0]),
+                format!("127.0.0.1:{}", p[1]),
+            )
+        })
         .collect();
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
@@ -159,7 +173,10 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
+            )
             .process_group(0)
             .spawn()
             .with_context(|| format!("cannot start {}", corrald.display()))?;
@@ -180,7 +197,9 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         patience: Duration::from_secs(60),
     })?;
     admin
-        .call(Retry::Idempotent, |mut c| async move { c.bootstrap(Empty {}).await })
+        .call(Retry::Idempotent, |mut c| async move {
+            c.bootstrap(Empty {}).await
+        })
         .await
         .with_context(|| {
             format!(
@@ -209,17 +228,50 @@ fn config_text(
     let _ = writeln!(text, "# Written by `corral local up`.");
     let _ = writeln!(text, "cluster_name = \"local\"");
     let _ = writeln!(text, "id = {id}");
-    let _ = writeln!(text, "data_dir = {:?}", dir.join(format!("controller-{id}/data")).display().to_string());
+    let _ = writeln!(
+        text,
+        "data_dir = {:?}",
+        dir.join(format!("controller-{id}/data"))
+            .display()
+            .to_string()
+    );
     let _ = writeln!(text, "\n[tls]");
-    let _ = writeln!(text, "ca = {:?}", certs.join("ca.pem").display().to_string());
-    let _ = writeln!(text, "cert = {:?}", certs.join(format!("controller-{id}.pem")).display().to_string());
-    let _ = writeln!(text, "key = {:?}", certs.join(format!("controller-{id}.key")).display().to_string());
-    let _ = writeln!(text, "\n[leader]\nschedule_interval_ms = 500\ntick_interval_ms = 1000");
+    let _ = writeln!(
+        text,
+        "ca = {:?}",
+        certs.join("ca.pem").display().to_string()
+    );
+    let _ = writeln!(
+        text,
+        "cert = {:?}",
+        certs
+            .join(format!("controller-{id}.pem"))
+            .display()
+            .to_string()
+    );
+    let _ = writeln!(
+        text,
+        "key = {:?}",
+        certs
+            .join(format!("controller-{id}.key"))
+            .display()
+            .to_string()
+    );
+    let _ = writeln!(
+        text,
+        "\n[leader]\nschedule_interval_ms = 500\ntick_interval_ms = 1000"
+    );
     for (rid, peer, api) in replicas {
-        let _ = writeln!(text, "\n[[replicas]]\nid = {rid}\npeer = \"{peer}\"\napi = \"{api}\"");
+        let _ = writeln!(
+            text,
+            "\n[[replicas]]\nid = {rid}\npeer = \"{peer}\"\napi = \"{api}\""
+        );
     }
     let all = hostlist::compress(nodes);
-    let _ = writeln!(text, "\n[[nodes]]\nnames = \"{all}\"\ncpus = 64\nmemory = \"512G\"");
+    let _ = writeln!(
+        text,
+        "\n[[nodes]]\nnames = \"{all}\"\ncpus = 64\nmemory = \"512G\""
+    );
     if gpus_per_node > 0 {
         let _ = writeln!(text, "gpus = {gpus_per_node}\ngpu_type = \"h100\"");
     }
@@ -250,7 +302,10 @@ fn config_text(
     );
     let _ = writeln!(text, "\n[[accounts]]\nname = \"research\"\nshares = 1");
     for user in users {
-        let _ = writeln!(text, "\n[[users]]\nname = \"{user}\"\naccounts = [\"research\"]");
+        let _ = writeln!(
+            text,
+            "\n[[users]]\nname = \"{user}\"\naccounts = [\"research\"]"
+        );
     }
     text
 }
@@ -264,7 +319,8 @@ fn write_env(dir: &Path, name: &str, addresses: &[String], principal: &str) -> a
         certs.join(format!("{principal}.pem")).display(),
         certs.join(format!("{principal}.key")).display(),
     );
-    std::fs::write(dir.join(name), text).with_context(|| format!("cannot write {}", dir.join(name).display()))
+    std::fs::write(dir.join(name), text)
+        .with_context(|| format!("cannot write {}", dir.join(name).display()))
 }
 
 /// A process of a local cluster.
@@ -313,7 +369,8 @@ pub fn down(dir: &Path) -> anyhow::Result<Vec<String>> {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGTERM);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while processes.iter().any(|p| is_corral_process(p.pid)) && std::time::Instant::now() < deadline {
+    while processes.iter().any(|p| is_corral_process(p.pid)) && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in processes.iter().filter(|p| is_corral_process(p.pid)) {
@@ -332,7 +389,10 @@ fn is_corral_process(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
-    let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next());
     if state == Some("Z") {
         return false;
     }
@@ -397,12 +457,31 @@ mod tests {
     fn the_generated_config_is_valid_for_the_controller() {
         let dir = Path::new("/tmp/corral-local-test");
         let replicas = vec![
-            (1, "127.0.0.1:7001".to_string(), "127.0.0.1:7101".to_string()),
-            (2, "127.0.0.1:7002".to_string(), "127.0.0.1:7102".to_string()),
-            (3, "127.0.0.1:7003".to_string(), "127.0.0.1:7103".to_string()),
+            (
+                1,
+                "127.0.0.1:7001".to_string(),
+                "127.0.0.1:7101".to_string(),
+            ),
+            (
+                2,
+                "127.0.0.1:7002".to_string(),
+                "127.0.0.1:7102".to_string(),
+            ),
+            (
+                3,
+                "127.0.0.1:7003".to_string(),
+                "127.0.0.1:7103".to_string(),
+            ),
         ];
         for nodes in [1, 4, 5] {
-            let text = config_text(2, &replicas, &node_names(nodes), 8, &["me".into(), "alice".into()], dir);
+            let text = config_text(
+                2,
+                &replicas,
+                &node_names(nodes),
+                8,
+                &["me".into(), "alice".into()],
+                dir,
+            );
             let config = corral_controller::config::parse(&text, &dir.join("corral.toml"))
                 .unwrap_or_else(|e| panic!("{e}\n{text}"));
             assert_eq!(config.id, 2);
@@ -412,7 +491,10 @@ mod tests {
                 user: "root".into(),
                 role: corral_state::ids::Role::Admin,
             };
-            for command in config.cluster.bootstrap_commands(&admin, corral_state::time::Timestamp(1)) {
+            for command in config
+                .cluster
+                .bootstrap_commands(&admin, corral_state::time::Timestamp(1))
+            {
                 state.apply(command).unwrap();
             }
             assert_eq!(state.partitions().len(), 2);

@@ -34,7 +34,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Nodes(args) => nodes::run(&connect()?, &args, global.json).await,
         Command::Acct(args) => acct::run(&connect()?, &args, global.json).await,
         Command::Show { what } => jobs::show(&connect()?, what, global.json).await,
-        Command::Hold { job } => jobs::control(&connect()?, job, jobs::Action::Hold, global.json).await,
+        Command::Hold { job } => {
+            jobs::control(&connect()?, job, jobs::Action::Hold, global.json).await
+        }
         Command::Release { job } => {
             jobs::control(&connect()?, job, jobs::Action::Release, global.json).await
         }

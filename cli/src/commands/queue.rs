@@ -44,7 +44,10 @@ pub async fn run(cluster: &Cluster, args: &QueueArgs, json: bool) -> anyhow::Res
             noheader: args.noheader,
             ..QueueOptions::default()
         };
-        print!("{}", queue_table(&jobs, Timestamp(reply.as_of_ms), &options));
+        print!(
+            "{}",
+            queue_table(&jobs, Timestamp(reply.as_of_ms), &options)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -78,7 +78,9 @@ pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Resu
 
 fn read_stdin() -> anyhow::Result<String> {
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        anyhow::bail!("no batch script: give a script file, pipe one on standard input, or use --wrap=COMMAND");
+        anyhow::bail!(
+            "no batch script: give a script file, pipe one on standard input, or use --wrap=COMMAND"
+        );
     }
     let mut text = String::new();
     std::io::stdin()

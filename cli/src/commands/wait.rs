@@ -13,7 +13,12 @@ use crate::connection::{Cluster, Retry};
 use crate::exit;
 
 /// Waits.
-pub async fn run(cluster: &Cluster, jobs: &[u64], quiet: bool, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    cluster: &Cluster,
+    jobs: &[u64],
+    quiet: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut last: BTreeMap<u64, Job> = BTreeMap::new();
     let known = cluster
         .call(Retry::Idempotent, |mut c| async move {

@@ -64,18 +64,13 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
             if reply.leader_id == Some(m.id) {
                 id.push('*');
             }
-            let lag = match (m.matched, reply.last_log_index) {
-                (Some(matched), Some(last)) => last.saturating_sub(matched).to_string(),
-                _ => "-".to_string(),
-            };
             let note = if m.id == reply.this_id { "(this)" } else { "" };
             vec![
                 id,
                 if m.voter { "voter" } else { "learner" }.to_string(),
                 m.peer_addr.clone(),
                 m.api_addr.clone(),
-                optional(m.matched),
-                lag,
+                optional(m.lag),
                 note.to_string(),
             ]
         })
@@ -85,7 +80,6 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
         Column::new("ROLE", Align::Left, Width::Fit),
         Column::new("PEER", Align::Left, Width::Fit),
         Column::new("API", Align::Left, Width::Fit),
-        Column::new("MATCHED", Align::Right, Width::Fit),
         Column::new("LAG", Align::Right, Width::Fit),
         Column::new("", Align::Left, Width::Fit),
     ];
@@ -105,13 +99,13 @@ mod tests {
     use super::*;
     use corral_proto::api::Member;
 
-    fn member(id: u64, voter: bool, matched: Option<u64>) -> Member {
+    fn member(id: u64, voter: bool, lag: Option<u64>) -> Member {
         Member {
             id,
             peer_addr: format!("10.0.0.{id}:7001"),
             api_addr: format!("10.0.0.{id}:7000"),
             voter,
-            matched,
+            lag,
         }
     }
 
@@ -125,9 +119,9 @@ mod tests {
             last_log_index: Some(1200),
             last_applied: Some(1199),
             members: vec![
-                member(1, true, Some(1200)),
-                member(2, true, Some(1195)),
-                member(4, false, Some(10)),
+                member(1, true, Some(0)),
+                member(2, true, Some(5)),
+                member(4, false, Some(1190)),
             ],
             state_digest: "9f2c".into(),
             jobs_pending: 3,
@@ -149,10 +143,10 @@ Jobs:    3 pending, 2 running
 Nodes:   16
 Clock:   2026-11-21T08:00:00 UTC
 
-ID ROLE    PEER          API           MATCHED  LAG
-1* voter   10.0.0.1:7001 10.0.0.1:7000    1200    0 (this)
- 2 voter   10.0.0.2:7001 10.0.0.2:7000    1195    5
- 4 learner 10.0.0.4:7001 10.0.0.4:7000      10 1190
+ID ROLE    PEER          API            LAG
+1* voter   10.0.0.1:7001 10.0.0.1:7000    0 (this)
+ 2 voter   10.0.0.2:7001 10.0.0.2:7000    5
+ 4 learner 10.0.0.4:7001 10.0.0.4:7000 1190
 ";
         assert_eq!(cluster_status(&reply()), expected);
     }
@@ -164,12 +158,12 @@ ID ROLE    PEER          API           MATCHED  LAG
         reply.leader_id = None;
         reply.leader_api_addr.clear();
         for m in &mut reply.members {
-            m.matched = None;
+            m.lag = None;
         }
         let out = cluster_status(&reply);
         assert!(out.contains("Leader:  none (an election is under way; retry in a moment)\n"));
         assert!(
-            out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000       -   - (this)\n"),
+            out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000   - (this)\n"),
             "{out}"
         );
     }

@@ -18,7 +18,6 @@ pub mod usage;
 
 pub use acct::{AcctOptions, acct_table};
 pub use cluster::cluster_status;
-pub use datetime::format_timestamp;
 pub use node_list::node_list;
 pub use nodes::nodes_table;
 pub use queue::{QueueOptions, queue_table};

@@ -40,7 +40,12 @@ impl LocalCluster {
         let out = Command::new(corral_bin())
             .args(["--json", "local", "up", "--dir"])
             .arg(dir.path())
-            .args(["--controllers", &controllers.to_string(), "--nodes", &nodes.to_string()])
+            .args([
+                "--controllers",
+                &controllers.to_string(),
+                "--nodes",
+                &nodes.to_string(),
+            ])
             .arg("--corrald")
             .arg(corrald_bin())
             .output()
@@ -119,7 +124,11 @@ impl LocalCluster {
     /// The pid of controller `id`.
     pub fn pid(&self, id: u64) -> i32 {
         let path = self.dir.path().join(format!("pids/controller-{id}.pid"));
-        std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     /// SIGKILLs controller `id`.

@@ -23,7 +23,11 @@ pub fn query(
     ctx.replica
         .read_local(|state| {
             let now = state.clock().as_ms();
-            let window_end = if request.end_ms == 0 { now } else { request.end_ms };
+            let window_end = if request.end_ms == 0 {
+                now
+            } else {
+                request.end_ms
+            };
             let window = (request.start_ms, window_end);
             let mut usage: BTreeMap<(String, String), (f64, u32)> = BTreeMap::new();
             let mut jobs = Vec::new();

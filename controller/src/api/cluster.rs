@@ -7,8 +7,7 @@ use std::time::Duration;
 use corral_consensus::ReplicaAddr;
 use corral_proto::admin::AdminChange;
 use corral_proto::api::{
-    AdminRequest, BootstrapReply, ChangeMembershipRequest, ClusterStatusReply, Member,
-    WhoAmIReply,
+    AdminRequest, BootstrapReply, ChangeMembershipRequest, ClusterStatusReply, Member, WhoAmIReply,
 };
 use corral_proto::records;
 use corral_state::job::JobState;
@@ -46,7 +45,9 @@ pub fn cluster_status(ctx: &ApiContext) -> Result<ClusterStatusReply, Status> {
         .read_local(|s| {
             (
                 s.digest().to_string(),
-                s.queued_jobs().filter(|j| j.state == JobState::Pending).count() as u64,
+                s.queued_jobs()
+                    .filter(|j| j.state == JobState::Pending)
+                    .count() as u64,
                 s.active_jobs().count() as u64,
                 s.nodes().len() as u64,
                 s.clock().as_ms(),
@@ -204,7 +205,8 @@ pub async fn admin(ctx: &ApiContext, caller: &Caller, request: AdminRequest) -> 
     let by = caller.admin("changing the cluster configuration")?;
     let change: AdminChange = records::decode("admin change", &request.change_json)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    ctx.propose_one(change.into_command(by, clock::now())).await?;
+    ctx.propose_one(change.into_command(by, clock::now()))
+        .await?;
     ctx.wake_scheduler.notify_one();
     Ok(())
 }

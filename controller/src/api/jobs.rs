@@ -8,10 +8,10 @@ use corral_proto::api::{
     ReportCheckpointRequest,
 };
 use corral_proto::records;
+use corral_state::ClusterState;
 use corral_state::command::{CancelTarget, Command, Outcome};
 use corral_state::ids::JobId;
 use corral_state::job::{Job, JobState};
-use corral_state::ClusterState;
 use tonic::Status;
 
 use super::caller::Caller;
@@ -121,7 +121,11 @@ pub async fn control(
 }
 
 /// `GetJob`: the record, and the script when the caller may see it.
-pub fn get(ctx: &ApiContext, caller: &Caller, request: GetJobRequest) -> Result<GetJobReply, Status> {
+pub fn get(
+    ctx: &ApiContext,
+    caller: &Caller,
+    request: GetJobRequest,
+) -> Result<GetJobReply, Status> {
     let id = JobId(request.job_id);
     ctx.replica
         .read_local(|state| {
@@ -188,8 +192,8 @@ pub async fn checkpoint(
         .read_local(|state| state.job(job).map(|j| j.spec.user.clone()))
         .map_err(status::read)?
         .ok_or_else(|| status::rejection(corral_state::Rejection::UnknownJob(job)))?;
-    let is_agent_of_node = caller.identity.role == corral_pki::Role::Agent
-        && caller.identity.name == request.node;
+    let is_agent_of_node =
+        caller.identity.role == corral_pki::Role::Agent && caller.identity.name == request.node;
     if !is_agent_of_node && !caller.may_act_for(&owner) {
         return Err(Status::permission_denied(format!(
             "job {job} belongs to '{owner}'; '{}' may not report its checkpoints",
@@ -225,14 +229,19 @@ impl<'a> JobFilter<'a> {
         let mut states = Vec::new();
         for name in &request.states {
             let found = STATES.iter().find(|s| {
-                s.slurm_name().eq_ignore_ascii_case(name) || s.slurm_code().eq_ignore_ascii_case(name)
+                s.slurm_name().eq_ignore_ascii_case(name)
+                    || s.slurm_code().eq_ignore_ascii_case(name)
             });
             match found {
                 Some(state) => states.push(*state),
                 None => {
                     return Err(Status::invalid_argument(format!(
                         "unknown job state '{name}'; use one of {}",
-                        STATES.iter().map(|s| s.slurm_name()).collect::<Vec<_>>().join(", ")
+                        STATES
+                            .iter()
+                            .map(|s| s.slurm_name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 }
             }
@@ -249,12 +258,17 @@ impl<'a> JobFilter<'a> {
             && (self.states.is_empty() || self.states.contains(&job.state))
             && (r.job_ids.is_empty()
                 || r.job_ids.contains(&job.id.0)
-                || job.array.is_some_and(|a| r.job_ids.contains(&a.array_job_id.0)))
+                || job
+                    .array
+                    .is_some_and(|a| r.job_ids.contains(&a.array_job_id.0)))
     }
 
     /// The matching jobs of `state`: unfinished ones unless `all` or explicit ids
     /// or states were asked for.
-    pub fn matching<'s>(&'s self, state: &'s ClusterState) -> Box<dyn Iterator<Item = &'s Job> + 's> {
+    pub fn matching<'s>(
+        &'s self,
+        state: &'s ClusterState,
+    ) -> Box<dyn Iterator<Item = &'s Job> + 's> {
         let r = self.request;
         if r.all || !r.job_ids.is_empty() || !self.states.is_empty() {
             Box::new(state.jobs().values().filter(|job| self.accepts(job)))

@@ -21,8 +21,8 @@ use corral_proto::api::corral_server::Corral;
 use corral_proto::api::{
     AccountingReply, AccountingRequest, AdminRequest, BootstrapReply, CancelJobsReply,
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
-    ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent,
-    ListJobsReply, ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
+    ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent, ListJobsReply,
+    ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
     SetNodeStateRequest, SubmitJobReply, SubmitJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
@@ -198,10 +198,7 @@ impl Corral for ApiService {
             .map(Response::new)
     }
 
-    async fn bootstrap(
-        &self,
-        request: Request<Empty>,
-    ) -> Result<Response<BootstrapReply>, Status> {
+    async fn bootstrap(&self, request: Request<Empty>) -> Result<Response<BootstrapReply>, Status> {
         let caller = Caller::of(&request)?;
         cluster::bootstrap(&self.ctx, &caller)
             .await

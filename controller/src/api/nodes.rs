@@ -89,11 +89,27 @@ pub async fn set_state(
         let by = by.clone();
         let reason = reason.clone();
         commands.push(match (action, gpu) {
-            (NodeAction::Drain, None) => Command::DrainNode { node, reason, by, at },
-            (NodeAction::Drain, Some(gpu)) => Command::DrainGpu { node, gpu, reason, by, at },
+            (NodeAction::Drain, None) => Command::DrainNode {
+                node,
+                reason,
+                by,
+                at,
+            },
+            (NodeAction::Drain, Some(gpu)) => Command::DrainGpu {
+                node,
+                gpu,
+                reason,
+                by,
+                at,
+            },
             (NodeAction::Resume, None) => Command::ResumeNode { node, by },
             (NodeAction::Resume, Some(gpu)) => Command::ResumeGpu { node, gpu, by },
-            (NodeAction::Down, None) => Command::NodeDown { node, reason, by, at },
+            (NodeAction::Down, None) => Command::NodeDown {
+                node,
+                reason,
+                by,
+                at,
+            },
             (NodeAction::Down, Some(_)) => {
                 return Err(Status::invalid_argument(
                     "a single GPU cannot be marked down; drain it instead",

@@ -3,6 +3,7 @@
 //! `--test-only` applies the submission to a copy of the state and runs a pass.
 
 use corral_proto::api::{SubmitJobReply, SubmitJobRequest};
+use corral_state::ClusterState;
 use corral_state::command::{Command, Outcome};
 use corral_state::ids::{Actor, JobId};
 use corral_state::job::{BatchScript, JobSpec};
@@ -10,7 +11,6 @@ use corral_state::job_request::{ScriptSource, SubmitContext, build_request};
 use corral_state::slurm::hostlist;
 use corral_state::slurm::sbatch::{SbatchOptions, parse_args, parse_script_directives};
 use corral_state::time::Timestamp;
-use corral_state::ClusterState;
 use tonic::Status;
 
 use super::{ApiContext, status};
@@ -89,8 +89,9 @@ fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, Bat
                     "the script does not start with '#!' (e.g. #!/bin/bash); sbatch requires an interpreter line",
                 ));
             }
-            parse_script_directives(text)
-                .map_err(|e| Status::invalid_argument(format!("in the script's #SBATCH lines: {e}")))?
+            parse_script_directives(text).map_err(|e| {
+                Status::invalid_argument(format!("in the script's #SBATCH lines: {e}"))
+            })?
         }
         ScriptSource::Wrap(_) => SbatchOptions::default(),
     };
