@@ -179,10 +179,9 @@ impl Cluster {
         let mut last_error = String::new();
         let mut round = 0u32;
         loop {
-            let order = self.order();
-            let mut redirect = None;
-            for address in order.iter().cloned() {
-                let address = redirect.take().unwrap_or(address);
+            let mut queue: std::collections::VecDeque<String> = self.order().into();
+            let mut redirects = 0;
+            while let Some(address) = queue.pop_front() {
                 if !tried.contains(&address) {
                     tried.push(address.clone());
                 }
@@ -199,22 +198,20 @@ impl Cluster {
                         return Ok(response.into_inner());
                     }
                     Err(status) => {
-                        if let Some(leader) = leader_hint(&status) {
-                            if leader != address {
-                                last_error = status.message().to_string();
-                                redirect = Some(leader);
-                                continue;
-                            }
-                        }
-                        if !worth_retrying(&status, retry) {
-                            return Err(StatusError(status).into());
-                        }
                         last_error = format!("{address}: {}", status.message());
+                        match leader_hint(&status) {
+                            // Go to the leader next (a few times at most: hints
+                            // may be stale while an election settles).
+                            Some(leader) if leader != address && redirects < 3 => {
+                                redirects += 1;
+                                queue.retain(|a| a != &leader);
+                                queue.push_front(leader);
+                            }
+                            _ if worth_retrying(&status, retry) => {}
+                            _ => return Err(StatusError(status).into()),
+                        }
                     }
                 }
-            }
-            if let Some(leader) = redirect {
-                self.remember(&leader);
             }
             if tokio::time::Instant::now() >= deadline {
                 bail!(

@@ -2,6 +2,8 @@
 //! and answers with the first one's jobs, for the same user only, until the key
 //! expires with leader time.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use corral_state::command::{Command, Outcome};
