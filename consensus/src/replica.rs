@@ -426,6 +426,21 @@ impl Replica {
             .collect()
     }
 
+    /// On the leader: how many entries `follower` lags behind this replica's log,
+    /// or `None` when it has not acknowledged any (unreachable, or not a member)
+    /// or this replica does not lead.
+    pub fn follower_lag(&self, follower: ReplicaId) -> Option<u64> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let last = metrics.last_log_index.unwrap_or(0);
+        let matched = metrics
+            .replication
+            .as_ref()?
+            .get(&follower)?
+            .as_ref()?
+            .index;
+        Some(last.saturating_sub(matched))
+    }
+
     /// A digest of the applied state, for comparing replicas.
     pub fn state_digest(&self) -> Option<corral_state::StateDigest> {
         self.state.read(|s| s.digest()).ok()

@@ -16,6 +16,11 @@ use corral_proto::api::Empty;
 use corral_proto::api::corral_client::CorralClient;
 use tonic::transport::Endpoint;
 
+/// Logging when RUST_LOG is unset: openraft's replication retries an unreachable
+/// peer every 50 ms and logs each try, which would bury everything else while a
+/// replica is down; `corral cluster` shows that state instead.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=error,openraft::replication=off,sled=warn";
+
 #[derive(Parser)]
 #[command(name = "corrald", version, about = "The corral controller daemon")]
 struct Args {
@@ -52,7 +57,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -126,13 +131,28 @@ async fn init(config: config::ControllerConfig, patience: Duration) -> anyhow::R
     loop {
         let attempt = async {
             let channel = endpoint.connect().await?;
-            let reply = CorralClient::new(channel).bootstrap(Empty {}).await?;
-            anyhow::Ok(reply.into_inner().message)
+            let reply = CorralClient::new(channel).bootstrap(Empty {}).await;
+            anyhow::Ok(reply)
         };
         match attempt.await {
-            Ok(message) => {
-                println!("{message}");
+            Ok(Ok(reply)) => {
+                println!("{}", reply.into_inner().message);
                 return Ok(());
+            }
+            // The replica answered with a refusal: retrying will not help.
+            Ok(Err(status)) if status.code() != tonic::Code::Unavailable => {
+                anyhow::bail!("bootstrap refused: {}", status.message());
+            }
+            Ok(Err(status)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!("replica at {api} not ready: {}", status.message());
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Ok(Err(status)) => {
+                anyhow::bail!(
+                    "could not bootstrap through the replica at {api} within {} s: {}",
+                    patience.as_secs(),
+                    status.message()
+                );
             }
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!("replica at {api} not ready: {e:#}");

@@ -14,11 +14,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use corral_pki::{BundleSpec, Role};
-use corral_proto::api::Empty;
 use corral_state::slurm::hostlist;
 
 use crate::args::{LocalAction, LocalUpArgs};
-use crate::connection::{Cluster, ClusterSettings, Retry};
 
 /// The local cluster's administrator.
 const ADMIN: &str = "corral-admin";
@@ -189,24 +187,23 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     write_env(&dir, "env", &addresses, &format!("user-{user}"))?;
     write_env(&dir, "admin.env", &addresses, "user-corral-admin")?;
 
-    let admin = Cluster::new(ClusterSettings {
-        addresses: vec![addresses[0].clone()],
-        ca: dir.join("certs/ca.pem"),
-        cert: dir.join("certs/user-corral-admin.pem"),
-        key: dir.join("certs/user-corral-admin.key"),
-        patience: Duration::from_secs(60),
-    })?;
-    admin
-        .call(Retry::Idempotent, |mut c| async move {
-            c.bootstrap(Empty {}).await
-        })
-        .await
-        .with_context(|| {
-            format!(
-                "bootstrapping the local cluster (logs in {})",
-                dir.join("logs").display()
-            )
-        })?;
+    // Bootstrap the way an operator does: `corrald init` on the first replica.
+    let first = dir.join("controller-1/corral.toml");
+    let init = std::process::Command::new(&corrald)
+        .arg("init")
+        .arg("--config")
+        .arg(&first)
+        .args(["--timeout-seconds", "60"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .with_context(|| format!("cannot run {} init", corrald.display()))?;
+    if !init.status.success() {
+        bail!(
+            "bootstrapping the local cluster failed: {}(logs in {})",
+            String::from_utf8_lossy(&init.stderr),
+            dir.join("logs").display()
+        );
+    }
     Ok(LocalCluster {
         dir,
         addresses,

@@ -17,6 +17,12 @@ use super::caller::Caller;
 use super::{ApiContext, status};
 use crate::clock;
 
+/// A learner this many entries behind the leader, or fewer, may become a voter.
+const MAX_PROMOTION_LAG: u64 = 1_000;
+
+/// How long a new learner may take to catch up before it is promoted.
+const CATCH_UP_PATIENCE: Duration = Duration::from_secs(20);
+
 /// How long bootstrap waits for the first leader.
 const FIRST_LEADER_PATIENCE: Duration = Duration::from_secs(20);
 
@@ -169,9 +175,30 @@ pub async fn change_membership(
             api: request.api_addr,
         };
         ctx.replica
-            .add_learner(request.id, addr)
+            .add_learner(request.id, addr.clone())
             .await
             .map_err(status::membership)?;
+        // Promote only a learner that has caught up: a voter that cannot be
+        // reached would shrink the cluster's margin for failures.
+        let deadline = tokio::time::Instant::now() + CATCH_UP_PATIENCE;
+        let caught_up = loop {
+            let lag = ctx.replica.follower_lag(request.id);
+            if lag.is_some_and(|lag| lag <= MAX_PROMOTION_LAG) {
+                break true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        if !caught_up {
+            return Err(Status::failed_precondition(format!(
+                "replica {} at {} was added as a learner but did not catch up within {} s (is it running, with this cluster's CA?); it was not made a voter; run this again once it runs",
+                request.id,
+                addr.peer,
+                CATCH_UP_PATIENCE.as_secs()
+            )));
+        }
         let mut next = voters;
         next.insert(request.id);
         ctx.replica
