@@ -1,9 +1,11 @@
 //! Times as users type them to `sacct -S/-E`: `now`, `now-2hours`, `now+30min`,
 //! `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]` (UTC), or milliseconds since the epoch.
+//! One parser for every time a user types: reservations use the same forms.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::bail;
+use corral_state::time::Timestamp;
 
 /// Now in ms since the epoch.
 pub fn now_ms() -> u64 {
@@ -12,27 +14,18 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Parses `text` relative to `now` (ms).
+/// Parses `text` relative to `now` (ms): `now-N[UNIT]` here, every other form by
+/// the parser reservations use (`admin_args::parse_when`).
 pub fn parse(text: &str, now: u64) -> anyhow::Result<u64> {
-    let text = text.trim();
-    if let Some(rest) = text.strip_prefix("now") {
-        if rest.is_empty() {
-            return Ok(now);
-        }
-        let (sign, amount) = rest.split_at(1);
-        let offset = offset_ms(amount)?;
-        return match sign {
-            "+" => Ok(now.saturating_add(offset)),
-            "-" => Ok(now.saturating_sub(offset)),
-            _ => bail!("'{text}': use now+N or now-N with a unit (min, hours, days)"),
-        };
+    let trimmed = text.trim();
+    if let Some(amount) = trimmed.strip_prefix("now-") {
+        return Ok(now.saturating_sub(offset_ms(amount)?));
     }
-    if let Ok(ms) = text.parse::<u64>() {
+    if let Ok(ms) = trimmed.parse::<u64>() {
         return Ok(ms);
     }
-    parse_civil(text).ok_or_else(|| {
-        anyhow::anyhow!("'{text}' is not a time; use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (UTC), now, or now-2hours")
-    })
+    let at = crate::admin_args::parse_when("time", trimmed, Timestamp(now))?;
+    Ok(at.as_ms())
 }
 
 fn offset_ms(amount: &str) -> anyhow::Result<u64> {
@@ -50,31 +43,6 @@ fn offset_ms(amount: &str) -> anyhow::Result<u64> {
         _ => bail!("unknown time unit '{unit}'; use seconds, minutes, hours, days or weeks"),
     };
     Ok(n.saturating_mul(unit_ms))
-}
-
-fn parse_civil(text: &str) -> Option<u64> {
-    let (date, time) = text.split_once('T').unwrap_or((text, "00:00:00"));
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min) = (t.next()??, t.next()??);
-    let s = t.next().unwrap_or(Some(0))?;
-    if h > 23 || min > 59 || s > 59 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + min * 60 + s;
-    u64::try_from(secs).ok().map(|s| s * 1000)
 }
 
 #[cfg(test)]
