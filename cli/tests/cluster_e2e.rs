@@ -226,3 +226,63 @@ fn users_act_only_on_their_own_jobs_and_strangers_get_nothing() {
     cluster.ok("user-alice", &["cancel", &id]);
     assert_eq!(cluster.jobs()[0]["state"], "Cancelled");
 }
+
+#[test]
+fn a_controller_stops_promptly_and_cleanly_while_a_client_waits_on_it() {
+    let cluster = LocalCluster::start(1, 1);
+    let path = script(cluster.dir.path(), "job.sh", BATCH);
+    let id = cluster
+        .ok(
+            "user-alice",
+            &["submit", "--parsable", "--hold", path.to_str().unwrap()],
+        )
+        .trim()
+        .to_string();
+    // `corral wait` holds a watch stream open on the controller.
+    let certs = cluster.dir.path().join("certs");
+    let mut waiter = Command::new(corral_bin())
+        .args(["--cluster", &cluster.addresses[0]])
+        .arg("--ca")
+        .arg(certs.join("ca.pem"))
+        .arg("--cert")
+        .arg(certs.join("user-alice.pem"))
+        .arg("--key")
+        .arg(certs.join("user-alice.key"))
+        .args(["wait", "--quiet", &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pid = cluster.pid(1);
+    let started = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                != Some("Z")
+        })
+    };
+    while running() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let took = started.elapsed();
+    let _ = waiter.kill();
+    let _ = waiter.wait();
+    let log = std::fs::read_to_string(cluster.dir.path().join("logs/controller-1.log"))
+        .unwrap_or_default();
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "the controller took {took:?} to stop with a watch open\n{log}"
+    );
+    assert!(
+        !log.contains("still in use at shutdown"),
+        "the replica was not shut down cleanly\n{log}"
+    );
+}

@@ -62,6 +62,9 @@ fn a_fourth_replica_joins_serves_reads_and_leaves() {
         .stderr(log)
         .spawn()
         .unwrap();
+    // Recorded with the others, so `corral local down` (the cluster's drop) stops
+    // it even when an assertion below fails first.
+    std::fs::write(dir.join("pids/controller-4.pid"), replica4.id().to_string()).unwrap();
 
     let joined = cluster.ok(
         "user-corral-admin",

@@ -18,9 +18,15 @@ pub enum ProposeError {
     /// state before retrying anything that is not idempotent.
     #[error("no answer within {0} ms: the proposal may or may not have been committed")]
     Timeout(u64),
-    /// The replica stopped or its storage failed.
+    /// The replica stopped or its storage failed before the proposal was taken:
+    /// nothing was proposed, so trying again (elsewhere) is safe.
     #[error("replica unavailable: {0}")]
     Unavailable(String),
+    /// The proposal was handed on (to Raft, or forwarded to the leader) and its
+    /// answer was lost: it may or may not have committed. Check the state before
+    /// retrying anything that is not idempotent.
+    #[error("the answer was lost ({0}): the proposal may or may not have been committed")]
+    Lost(String),
     /// The commands of one proposal share one log entry; this one is too big to
     /// replicate within a heartbeat. Propose fewer commands at a time.
     #[error(

@@ -79,7 +79,7 @@ impl Proposer {
                 ));
             }
             wait.await.unwrap_or_else(|_| {
-                Err(ProposeError::Unavailable(
+                Err(ProposeError::Lost(
                     "the replica stopped before answering".into(),
                 ))
             })
@@ -163,5 +163,6 @@ fn write_error(
         let leader = forward.leader_id.zip(forward.leader_node.clone());
         return ProposeError::NotLeader { leader };
     }
-    ProposeError::Unavailable(error.to_string())
+    // Raft took the entry; it stopped (or its storage failed) before answering.
+    ProposeError::Lost(error.to_string())
 }

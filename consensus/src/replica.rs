@@ -322,17 +322,10 @@ impl Replica {
                         timeout,
                     )
                     .await
-                    .map_err(|status| match status.code() {
-                        tonic::Code::DeadlineExceeded => {
-                            ProposeError::Timeout(timeout.as_millis() as u64)
-                        }
-                        _ => ProposeError::Unavailable(format!(
-                            "forwarding to the leader failed: {}",
-                            status.message()
-                        )),
-                    })?;
-                crate::codec::decode::<Results>(&reply)
-                    .map_err(|e| ProposeError::Unavailable(e.to_string()))?
+                    .map_err(|status| forward_error(&status, timeout))?;
+                crate::codec::decode::<Results>(&reply).map_err(|e| {
+                    ProposeError::Lost(format!("the leader's answer does not decode: {e}"))
+                })?
             }
             other => other,
         }
@@ -561,4 +554,52 @@ fn watch_leadership(raft: &Raft, id: ReplicaId) -> watch::Receiver<Leadership> {
         }
     });
     receiver
+}
+
+/// What a failed forward to the leader means for the proposal. Only a leader that
+/// could not be reached (`Unavailable`) certainly took nothing; any other failure
+/// came after the leader may have committed it, so its fate is unknown.
+fn forward_error(status: &tonic::Status, timeout: Duration) -> ProposeError {
+    match status.code() {
+        tonic::Code::Unavailable => ProposeError::Unavailable(format!(
+            "forwarding to the leader failed: {}",
+            status.message()
+        )),
+        tonic::Code::DeadlineExceeded => ProposeError::Timeout(timeout.as_millis() as u64),
+        _ => ProposeError::Lost(format!(
+            "forwarding to the leader failed: {}",
+            status.message()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forward_that_failed_after_sending_is_not_reported_as_safe_to_retry() {
+        let timeout = Duration::from_secs(10);
+        let refused = tonic::Status::unavailable("connection refused");
+        assert!(matches!(
+            forward_error(&refused, timeout),
+            ProposeError::Unavailable(_)
+        ));
+        // A reset connection, or the leader's server enforcing the deadline,
+        // comes after the leader got the proposal.
+        for status in [
+            tonic::Status::unknown("connection reset by peer"),
+            tonic::Status::cancelled("Timeout expired"),
+            tonic::Status::internal("h2 protocol error"),
+        ] {
+            assert!(
+                matches!(forward_error(&status, timeout), ProposeError::Lost(_)),
+                "{status:?}"
+            );
+        }
+        assert_eq!(
+            forward_error(&tonic::Status::deadline_exceeded("late"), timeout),
+            ProposeError::Timeout(10_000)
+        );
+    }
 }

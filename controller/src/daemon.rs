@@ -75,6 +75,7 @@ impl Controller {
             replica: Arc::clone(&replica),
             config: Arc::new(config),
             wake_scheduler: wake,
+            stopping: stop_loop.subscribe(),
         });
         let incoming = TcpIncoming::bind(api_listen)
             .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?
@@ -122,10 +123,11 @@ impl Controller {
 
     /// Stops the API, the leader loop and the replica (storage closed on return).
     pub async fn shutdown(self) {
-        let _ = self.stop_api.send(());
+        // Streams (watches) end on `stop_loop` too, so the graceful shutdown of
+        // the API does not wait for clients that never hang up.
         let _ = self.stop_loop.send(true);
+        let _ = self.stop_api.send(());
         let _ = self.leader_loop.await;
-        // Streams (watches) may still hold the context; give them a moment.
         let _ = tokio::time::timeout(Duration::from_secs(5), self.api_server).await;
         let mut replica = self.replica;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

@@ -17,6 +17,7 @@ pub fn check(state: &ClusterState) -> Result<(), String> {
     check_gpu_ownership(state)?;
     check_node_usage(state)?;
     check_accounting(state)?;
+    state.submit_keys.check(state.clock, state.next_job_id)?;
     Ok(())
 }
 

@@ -63,6 +63,43 @@ impl SubmitKeys {
         );
     }
 
+    /// The structure's own invariants: every key is in the time order exactly
+    /// once, that order never runs backwards or past `clock`, and every
+    /// remembered job id was issued (is below `next_job_id`).
+    pub(crate) fn check(&self, clock: Timestamp, next_job_id: u64) -> Result<(), String> {
+        if self.order.len() != self.by_key.len() {
+            return Err(format!(
+                "submit keys: {} in time order, {} by key",
+                self.order.len(),
+                self.by_key.len()
+            ));
+        }
+        let mut previous = Timestamp(0);
+        for (at, user, key) in &self.order {
+            let Some(seen) = self.by_key.get(&(user.clone(), key.clone())) else {
+                return Err(format!(
+                    "submit key ({user}, {key}) is in the time order only"
+                ));
+            };
+            if seen.at != *at || *at < previous || *at > clock {
+                return Err(format!(
+                    "submit key ({user}, {key}) recorded at {} ms is out of order (previous {} ms, clock {} ms)",
+                    at.as_ms(),
+                    previous.as_ms(),
+                    clock.as_ms()
+                ));
+            }
+            if seen.count == 0 || seen.first.0.saturating_add(u64::from(seen.count)) > next_job_id {
+                return Err(format!(
+                    "submit key ({user}, {key}) names jobs {}+{} that were never issued",
+                    seen.first, seen.count
+                ));
+            }
+            previous = *at;
+        }
+        Ok(())
+    }
+
     /// Forgets keys recorded more than the retention before `now`.
     pub(crate) fn expire(&mut self, now: Timestamp) {
         while let Some((at, _, _)) = self.order.front() {
@@ -73,5 +110,31 @@ impl SubmitKeys {
                 self.by_key.remove(&(user, key));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_holds_through_expiry_and_catches_a_stray_entry() {
+        let mut keys = SubmitKeys::default();
+        keys.record("alice", "a".into(), JobId(1), 1, Timestamp(10));
+        keys.record("bob", "b".into(), JobId(2), 3, Timestamp(20));
+        assert_eq!(keys.check(Timestamp(20), 5), Ok(()));
+        // A job id never issued, or a time past the clock, is caught.
+        assert!(keys.check(Timestamp(20), 4).is_err());
+        assert!(keys.check(Timestamp(15), 5).is_err());
+        keys.expire(Timestamp(10 + SUBMIT_KEY_RETENTION_MS));
+        assert_eq!(keys.len(), 1);
+        assert_eq!(
+            keys.check(Timestamp(10 + SUBMIT_KEY_RETENTION_MS), 5),
+            Ok(())
+        );
+        // An entry in the time order without its key would expire someone else's.
+        keys.order
+            .push_back((Timestamp(30), "carol".into(), "c".into()));
+        assert!(keys.check(Timestamp(30), 5).is_err());
     }
 }

@@ -123,6 +123,12 @@ enum Op {
     SubmitIntoReservation {
         user: u8,
     },
+    /// A submission with an idempotency key from a small set, so retries and
+    /// expiry both happen.
+    KeyedSubmit {
+        user: u8,
+        key: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -156,6 +162,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Unreserve),
         1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::ResumeGpu { node, gpu }),
         1 => (0..3u8).prop_map(|user| Op::SubmitIntoReservation { user }),
+        2 => (0..3u8, 0..4u8).prop_map(|(user, key)| Op::KeyedSubmit { user, key }),
     ]
 }
 
@@ -529,6 +536,16 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
             gpu: u32::from(gpu),
             by: admin(),
         },
+        Op::KeyedSubmit { user: u, key } => {
+            let sp = spec(USERS[u as usize % 3], 1, 1);
+            Command::Submit {
+                by: user(&sp.user.clone()),
+                spec: sp,
+                batch: script(),
+                at: now,
+                key: Some(format!("key-{key}")),
+            }
+        }
         Op::SubmitIntoReservation { user: u } => {
             let mut sp = spec(USERS[u as usize % 3], 1, 1);
             sp.reservation = Some("r".into());

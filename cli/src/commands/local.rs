@@ -159,6 +159,11 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             )
         })
         .collect();
+    // From here on, a failure stops what was started.
+    let mut started = StopOnFailure {
+        dir: dir.clone(),
+        armed: true,
+    };
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
@@ -199,16 +204,32 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         .with_context(|| format!("cannot run {} init", corrald.display()))?;
     if !init.status.success() {
         bail!(
-            "bootstrapping the local cluster failed: {}(logs in {})",
+            "bootstrapping the local cluster failed (its controllers were stopped): {}(logs in {})",
             String::from_utf8_lossy(&init.stderr),
             dir.join("logs").display()
         );
     }
+    started.armed = false;
     Ok(LocalCluster {
         dir,
         addresses,
         user,
     })
+}
+
+/// Stops the processes recorded in `dir` when dropped armed: `up` failed after
+/// starting some, and nothing else would stop them.
+struct StopOnFailure {
+    dir: PathBuf,
+    armed: bool,
+}
+
+impl Drop for StopOnFailure {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = down(&self.dir);
+        }
+    }
 }
 
 /// The `corral.toml` of controller `id`.

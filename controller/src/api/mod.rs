@@ -42,6 +42,9 @@ pub struct ApiContext {
     pub config: Arc<ControllerConfig>,
     /// Wakes the leader loop for a scheduling pass after a change.
     pub wake_scheduler: Arc<Notify>,
+    /// Turns true when the controller stops: open streams end then, so the
+    /// server's graceful shutdown is not held up by them.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ApiContext {

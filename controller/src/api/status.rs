@@ -41,6 +41,12 @@ pub fn propose(error: ProposeError) -> Status {
         ProposeError::Unavailable(why) => Status::unavailable(format!(
             "the cluster could not take the change: {why}; retry, or check `corral cluster`"
         )),
+        // Not `unavailable`: clients repeat that freely, and this change may
+        // have been made.
+        ProposeError::Lost(why) => Status::unknown(format!(
+            "the answer was lost ({why}): the change may or may not have been made; \
+             check with `corral queue` before retrying"
+        )),
         ProposeError::TooLarge { .. } => Status::invalid_argument(error.to_string()),
     }
 }
@@ -84,5 +90,22 @@ pub fn not_leader(leader: Option<(ReplicaId, ReplicaAddr)>) -> Status {
         None => Status::unavailable(
             "no leader is known (an election is in progress or a majority is unreachable); retry in a moment",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_with_an_unknown_fate_is_not_answered_as_unavailable() {
+        // The CLI repeats any change answered `unavailable` (nothing was done).
+        let lost = propose(ProposeError::Lost("connection reset".into()));
+        assert_eq!(lost.code(), Code::Unknown);
+        assert!(lost.message().contains("may or may not"));
+        let timeout = propose(ProposeError::Timeout(5_000));
+        assert_eq!(timeout.code(), Code::DeadlineExceeded);
+        let refused = propose(ProposeError::Unavailable("shutting down".into()));
+        assert_eq!(refused.code(), Code::Unavailable);
     }
 }

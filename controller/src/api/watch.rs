@@ -1,7 +1,8 @@
 //! `WatchJobs`: a server stream of job records as they change. It first sends
 //! every matching job, then, each time this replica applies new entries, the jobs
 //! whose state, reason, attempts or checkpoint changed. Jobs that finish stay in
-//! the watch until the stream ends.
+//! the watch until the stream ends: when the client goes away or this controller
+//! stops (clients then reopen it on another controller).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,6 +49,7 @@ pub fn start(
 ) -> Result<mpsc::Receiver<Result<JobEvent, Status>>, Status> {
     JobFilter::new(&request)?;
     let (tx, rx) = mpsc::channel(256);
+    let mut stopping = ctx.stopping.clone();
     tokio::spawn(async move {
         let mut seen: BTreeMap<JobId, Fingerprint> = BTreeMap::new();
         let mut applied = None;
@@ -86,14 +88,16 @@ pub fn start(
                     Err(e) => vec![Err(super::status::read(e))],
                 };
                 for event in events {
-                    if tx.send(event).await.is_err() {
-                        return;
+                    tokio::select! {
+                        sent = tx.send(event) => if sent.is_err() { return },
+                        _ = stopping.wait_for(|stop| *stop) => return,
                     }
                 }
             }
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
                 () = tx.closed() => return,
+                _ = stopping.wait_for(|stop| *stop) => return,
             }
         }
     });
