@@ -116,6 +116,14 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             dir.display()
         );
     }
+    if dir.join("controller-1/data").exists() {
+        bail!(
+            "{} holds the data of an earlier local cluster, whose members had other addresses; \
+             use another --dir, or remove it with `corral local down --dir {} --purge`",
+            dir.display(),
+            dir.display()
+        );
+    }
     for sub in ["certs", "logs", "pids"] {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;

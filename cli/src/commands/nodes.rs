@@ -53,7 +53,7 @@ pub async fn set_state(cluster: &Cluster, action: NodeAction) -> anyhow::Result<
     let request = SetNodeStateRequest {
         nodes,
         action: action as i32,
-        gpu: gpu.map_or(-1, |g| i32::try_from(g).unwrap_or(i32::MAX)),
+        gpu,
         reason,
     };
     cluster

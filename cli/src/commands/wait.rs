@@ -37,6 +37,8 @@ pub async fn run(
     if let Some(missing) = jobs.iter().find(|id| !found.contains(id)) {
         anyhow::bail!("unknown job {missing}; `corral queue` lists current jobs");
     }
+    // An array's id stands for all its tasks: wait for every job found.
+    let jobs = found.as_slice();
     // The stream ends when its controller dies: open it again (on any controller).
     loop {
         let request = ListJobsRequest {

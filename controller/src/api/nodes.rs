@@ -74,7 +74,7 @@ pub async fn set_state(
     if nodes.is_empty() {
         return Err(Status::invalid_argument("name at least one node"));
     }
-    let gpu = u32::try_from(request.gpu).ok();
+    let gpu = request.gpu;
     let at = clock::now();
     let reason = request.reason.clone();
     let action = NodeAction::try_from(request.action)
