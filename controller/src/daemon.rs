@@ -14,6 +14,9 @@ use tokio::task::JoinHandle;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
+use crate::agent_gateway::AgentGateway;
+use crate::agent_gateway::liveness::Heartbeats;
+use crate::agent_gateway::session::SessionContext;
 use crate::api::{ApiContext, ApiService};
 use crate::config::ControllerConfig;
 use crate::leader_loop::{self, LeaderTiming};
@@ -30,7 +33,12 @@ pub struct Controller {
     leader_loop: JoinHandle<()>,
     stop_api: oneshot::Sender<()>,
     api_server: JoinHandle<()>,
+    gateway: AgentGateway,
 }
+
+/// Between the first signal (SIGTERM) and SIGKILL when an attempt ends, as
+/// Slurm's KillWait.
+const KILL_WAIT_MS: u64 = 10_000;
 
 impl Controller {
     /// Starts the replica, the client API and the leader loop.
@@ -71,6 +79,9 @@ impl Controller {
             stop_rx,
         ));
 
+        let cluster_name = config.cluster_name.clone();
+        let liveness = config.liveness.clone();
+        let gateway_wake = Arc::clone(&wake);
         let ctx = Arc::new(ApiContext {
             replica: Arc::clone(&replica),
             config: Arc::new(config),
@@ -100,7 +111,22 @@ impl Controller {
                 tracing::error!("client API server stopped: {e}");
             }
         });
-        tracing::info!(%api_addr, peer = %replica.peer_addr(), "controller started");
+        let gateway = AgentGateway::start(
+            api_addr,
+            &tls,
+            SessionContext {
+                replica: Arc::clone(&replica),
+                cluster_name,
+                heartbeat_ms: liveness.agent_heartbeat_ms,
+                lease_ms: liveness.agent_lease_ms,
+                kill_grace_ms: KILL_WAIT_MS,
+                heartbeats: Heartbeats::default(),
+                wake_scheduler: gateway_wake,
+                stopping: stop_loop.subscribe(),
+            },
+            Duration::from_millis(liveness.down_after_ms()),
+        )?;
+        tracing::info!(%api_addr, peer = %replica.peer_addr(), "controller started; agents connect to the same port over UDP");
         Ok(Controller {
             replica,
             api_addr,
@@ -108,6 +134,7 @@ impl Controller {
             leader_loop,
             stop_api,
             api_server,
+            gateway,
         })
     }
 
@@ -128,6 +155,7 @@ impl Controller {
         let _ = self.stop_loop.send(true);
         let _ = self.stop_api.send(());
         let _ = self.leader_loop.await;
+        self.gateway.shutdown(self.stop_loop.subscribe()).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), self.api_server).await;
         let mut replica = self.replica;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

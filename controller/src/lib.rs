@@ -3,6 +3,7 @@
 //! the leader); `leader_loop` runs scheduling passes and time-driven commands while
 //! this replica leads; `daemon` wires them to a `corral_consensus::Replica`.
 
+pub mod agent_gateway;
 pub mod api;
 pub mod clock;
 pub mod config;

@@ -1,6 +1,12 @@
 //! corral-agent: the node agent's parts. `gpu` watches GPU health (NVML or a
 //! simulated backend) and maps XID errors to actions; `job` builds Slurm's
-//! environment and runs and kills job processes.
+//! environment and runs and kills job processes; `supervisor` holds the attempts
+//! of this node; `link` talks to the leader over QUIC; `outbox` keeps reports
+//! until the leader acknowledges them.
 
 pub mod gpu;
 pub mod job;
+pub mod link;
+pub mod outbox;
+pub mod resources;
+pub mod supervisor;

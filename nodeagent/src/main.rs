@@ -1,8 +1,194 @@
-//! corral-agent: the node agent (issue 6): QUIC client to the leader, heartbeats and leases, GPU health through NVML or a simulated backend, XID fail-fast, job launch and kill.
-//!
-//! Not built yet: this binary only says so and exits with status 2.
+//! corral-agent: the node agent. Connects to the controllers over QUIC (mutual
+//! TLS), registers the node, heartbeats GPU health, runs and kills the attempts
+//! the leader places here, fails fast on critical XID errors, reports checkpoints,
+//! and kills its jobs when it cannot renew its lease.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("corral-agent is not built yet; see ARCHITECTURE.md for what it will own.");
-    std::process::ExitCode::from(2)
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use corral_agent::gpu::{GpuBackend, XidAction, backend_from_spec, classify_xid};
+use corral_agent::link::{self, Lease, LinkSettings};
+use corral_agent::outbox::Outbox;
+use corral_agent::resources;
+use corral_agent::supervisor::{Supervisor, SupervisorSettings};
+use corral_pki::TlsMaterial;
+use corral_proto::agent::{AgentReport, GpuHealthSample, NodeResources};
+
+/// The node agent.
+#[derive(Debug, Parser)]
+#[command(name = "corral-agent", version)]
+struct Args {
+    /// Controllers' client addresses, `host:port[,host:port...]` (agents use the same ports over UDP).
+    #[arg(long, env = "CORRAL_CLUSTER", value_delimiter = ',', required = true)]
+    controllers: Vec<String>,
+    /// The cluster CA certificate.
+    #[arg(long)]
+    ca: PathBuf,
+    /// This agent's certificate (role agent, named after the node).
+    #[arg(long)]
+    cert: PathBuf,
+    /// This agent's key.
+    #[arg(long)]
+    key: PathBuf,
+    /// GPUs: `nvml`, `simulated:COUNT:TYPE` (e.g. simulated:8:h100) or `none`.
+    #[arg(long, default_value = "nvml")]
+    gpus: String,
+    /// Scripts, sockets and other agent files.
+    #[arg(long, default_value = "/var/lib/corral/agent")]
+    state_dir: PathBuf,
+    /// Checkpoint directories (`CORRAL_CHECKPOINT_DIR` = ROOT/JOBID); shared storage on a real cluster.
+    #[arg(long, default_value = "/var/lib/corral/checkpoints")]
+    checkpoint_root: PathBuf,
+    /// CPUs to offer (default: what the kernel reports).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Memory to offer, MiB (default: MemTotal).
+    #[arg(long)]
+    memory_mb: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("corral-agent: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("corral-agent: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    corral_pki::install_crypto_provider();
+    let tls = TlsMaterial::load(&args.ca, &args.cert, &args.key)?;
+    let identity = tls.identity().context("reading this agent's certificate")?;
+    if identity.role != corral_pki::Role::Agent {
+        anyhow::bail!(
+            "{} is a {} certificate; the agent needs an agent certificate (`corral certs DIR --agents NODE`)",
+            args.cert.display(),
+            identity.role
+        );
+    }
+    let node = identity.name.clone();
+    for dir in [&args.state_dir, &args.checkpoint_root] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let gpus: Arc<dyn GpuBackend> = Arc::from(backend_from_spec(&args.gpus, &args.state_dir)?);
+    let outbox = Outbox::default();
+    let run_as_job_user = nix::unistd::geteuid().is_root();
+    let supervisor = Supervisor::new(
+        SupervisorSettings {
+            node: node.clone(),
+            scripts_dir: args.state_dir.join("scripts"),
+            checkpoint_root: args.checkpoint_root.clone(),
+            run_as_job_user,
+        },
+        outbox.clone(),
+    );
+    std::fs::create_dir_all(args.state_dir.join("scripts"))?;
+    let settings = LinkSettings {
+        controllers: args.controllers.clone(),
+        node: node.clone(),
+        boot_id: format!("{:032x}", rand::random::<u128>()),
+        resources: NodeResources {
+            cpus: args.cpus.unwrap_or_else(resources::cpus),
+            memory_mb: args.memory_mb.unwrap_or_else(resources::memory_mb),
+            gpus: gpus.gpus().into_iter().map(|g| (g.index, g.model)).collect(),
+        },
+    };
+    tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
+    let lease = Lease::default();
+
+    // XID fail-fast: kill the attempts using the GPU at once, then tell the leader.
+    let mut xids = gpus.xid_events();
+    {
+        let (supervisor, outbox) = (supervisor.clone(), outbox.clone());
+        tokio::spawn(async move {
+            while let Some(event) = xids.recv().await {
+                let class = classify_xid(event.xid);
+                if matches!(class.action, XidAction::Ignore) {
+                    tracing::info!(gpu = event.gpu, xid = event.xid, "XID {}: {} (no action)", event.xid, class.meaning);
+                    continue;
+                }
+                let killed = supervisor.kill_users_of_gpu(event.gpu);
+                tracing::warn!(gpu = event.gpu, xid = event.xid, ?killed, "critical XID {}: {}", event.xid, class.meaning);
+                outbox.push(AgentReport::GpuFailed {
+                    gpu: event.gpu,
+                    xid: Some(event.xid),
+                    reason: format!("XID {}: {} {}", event.xid, class.meaning, event.detail),
+                });
+            }
+        });
+    }
+    // Self-fencing: no renewed lease, no running jobs.
+    {
+        let (supervisor, lease) = (supervisor.clone(), lease.clone());
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                ticks.tick().await;
+                if lease.lapsed() {
+                    if !supervisor.running().is_empty() {
+                        tracing::error!("lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node");
+                        supervisor.fence();
+                    }
+                    lease.clear();
+                }
+            }
+        });
+    }
+    // Checkpoint markers.
+    {
+        let supervisor = supervisor.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                ticks.tick().await;
+                supervisor.poll_checkpoints();
+            }
+        });
+    }
+    let health_gpus = Arc::clone(&gpus);
+    let health: link::HealthSource = Arc::new(move || {
+        health_gpus
+            .sample()
+            .into_iter()
+            .map(|s| GpuHealthSample {
+                index: s.index,
+                healthy: s.healthy,
+                temperature_c: s.temperature_c,
+                utilization_pct: s.utilization_pct,
+                problem: s.problem,
+            })
+            .collect()
+    });
+    let client = tls.quic_client_config()?;
+    let link = tokio::spawn(link::run(settings, client, supervisor.clone(), outbox, lease, health));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = link => {}
+    }
+    tracing::info!("agent stopping; running jobs keep their processes until the leader decides");
+    Ok(())
 }

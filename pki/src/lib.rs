@@ -14,6 +14,7 @@ mod crypto;
 mod error;
 mod identity;
 mod material;
+mod quic;
 mod role;
 
 pub use bundle::{BundlePaths, BundleSpec, PrincipalFiles, write_dev_bundle};
@@ -22,4 +23,5 @@ pub use crypto::install_crypto_provider;
 pub use error::PkiError;
 pub use identity::{Identity, IdentityError, identity_of, require_role};
 pub use material::TlsMaterial;
+pub use quic::{AGENT_ALPN, identity_of_connection};
 pub use role::{Role, UnknownRole};

@@ -5,6 +5,8 @@
 #![allow(missing_docs)] // generated code
 
 pub mod admin;
+pub mod agent;
+pub mod checkpoint_marker;
 pub mod records;
 
 /// The generated gRPC service, client and messages.

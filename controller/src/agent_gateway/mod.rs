@@ -1,0 +1,86 @@
+//! The agent gateway: node agents connect over QUIC (mutual TLS; the agent's
+//! certificate names its node) to the client API's port, over UDP. Every replica
+//! listens; only the leader keeps sessions (a follower answers with the leader's
+//! address). The leader tracks liveness in memory, declares silent nodes down
+//! through Raft, and turns committed state into launches and kills by
+//! reconciliation.
+
+pub mod liveness;
+pub mod reconcile;
+pub mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use corral_pki::TlsMaterial;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use session::SessionContext;
+
+/// The running gateway.
+pub struct AgentGateway {
+    endpoint: quinn::Endpoint,
+    accept: JoinHandle<()>,
+    monitor: JoinHandle<()>,
+}
+
+impl AgentGateway {
+    /// Listens on `addr` (UDP) and serves agents; declares nodes down after
+    /// `down_after` without a heartbeat.
+    pub fn start(
+        addr: SocketAddr,
+        tls: &TlsMaterial,
+        ctx: SessionContext,
+        down_after: Duration,
+    ) -> anyhow::Result<AgentGateway> {
+        let server = tls
+            .quic_server_config()
+            .context("agent channel TLS settings")?;
+        let endpoint = quinn::Endpoint::server(server, addr)
+            .with_context(|| format!("cannot listen for agents on {addr} (UDP)"))?;
+        let ctx = Arc::new(ctx);
+        let monitor = tokio::spawn(liveness::monitor(
+            Arc::clone(&ctx.replica),
+            ctx.heartbeats.clone(),
+            down_after,
+            ctx.stopping.clone(),
+        ));
+        let accept = {
+            let endpoint = endpoint.clone();
+            let mut stopping = ctx.stopping.clone();
+            tokio::spawn(async move {
+                loop {
+                    let incoming = tokio::select! {
+                        incoming = endpoint.accept() => incoming,
+                        _ = stopping.changed() => return,
+                    };
+                    let Some(incoming) = incoming else { return };
+                    let ctx = Arc::clone(&ctx);
+                    tokio::spawn(async move {
+                        match incoming.await {
+                            Ok(connection) => session::serve(ctx, connection).await,
+                            Err(e) => tracing::debug!("agent handshake failed: {e}"),
+                        }
+                    });
+                }
+            })
+        };
+        Ok(AgentGateway {
+            endpoint,
+            accept,
+            monitor,
+        })
+    }
+
+    /// Stops accepting, ends every session and waits for the tasks.
+    pub async fn shutdown(self, mut stopped: watch::Receiver<bool>) {
+        let _ = stopped.wait_for(|s| *s).await;
+        self.endpoint.close(0u32.into(), b"controller stopping");
+        let _ = self.accept.await;
+        let _ = self.monitor.await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
+    }
+}

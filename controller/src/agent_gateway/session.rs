@@ -1,0 +1,341 @@
+//! One agent's connection to the leader: check who it is, register its node
+//! through Raft, then heartbeats (acknowledged: they renew the agent's lease),
+//! reports (proposed, acknowledged once committed or refused as stale), and the
+//! instructions reconciliation derives from committed state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_consensus::{ProposeError, Replica};
+use corral_pki::{Identity, Role};
+use corral_proto::agent::{
+    AgentMessage, AgentReport, ControllerMessage, Launch, read_frame, write_frame,
+};
+use corral_state::Command;
+use corral_state::job::{Job, JobState};
+use tokio::sync::{Notify, mpsc, watch};
+
+use super::liveness::Heartbeats;
+use super::reconcile::{Instruction, SessionMemory, reconcile};
+use crate::clock;
+
+/// What sessions share.
+pub struct SessionContext {
+    /// This controller's replica.
+    pub replica: Arc<Replica>,
+    /// `SLURM_CLUSTER_NAME`.
+    pub cluster_name: String,
+    /// Agent heartbeat period.
+    pub heartbeat_ms: u64,
+    /// Agent lease.
+    pub lease_ms: u64,
+    /// Between SIGTERM and SIGKILL when ending an attempt.
+    pub kill_grace_ms: u64,
+    /// Liveness table.
+    pub heartbeats: Heartbeats,
+    /// Wakes the scheduler when a report frees resources.
+    pub wake_scheduler: Arc<Notify>,
+    /// Turns true when the controller stops.
+    pub stopping: watch::Receiver<bool>,
+}
+
+/// How often a session reconciles its node against committed state.
+const RECONCILE_EVERY: Duration = Duration::from_millis(100);
+
+/// Serves one connection until it ends, leadership moves, or the controller stops.
+pub async fn serve(ctx: Arc<SessionContext>, connection: quinn::Connection) {
+    let identity = match corral_pki::identity_of_connection(&connection) {
+        Ok(identity) => identity,
+        Err(e) => {
+            tracing::warn!(remote = %connection.remote_address(), "agent without a usable certificate: {e}");
+            connection.close(1u32.into(), b"no identity");
+            return;
+        }
+    };
+    let (mut send, recv) = match connection.accept_bi().await {
+        Ok(streams) => streams,
+        Err(e) => {
+            tracing::debug!(%identity, "agent connection ended before its stream: {e}");
+            return;
+        }
+    };
+    let result = run(&ctx, &identity, &mut send, recv).await;
+    if let Err(reason) = result {
+        tracing::info!(%identity, "agent session ended: {reason}");
+    }
+    let _ = send.finish();
+    // Give the last frame a moment to leave before the connection closes.
+    let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
+    connection.close(0u32.into(), b"bye");
+}
+
+async fn run(
+    ctx: &SessionContext,
+    identity: &Identity,
+    send: &mut quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) -> Result<(), String> {
+    let hello: Option<AgentMessage> = read_frame(&mut recv)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(AgentMessage::Hello {
+        node,
+        boot_id,
+        version,
+        resources,
+        running,
+    }) = hello
+    else {
+        return Err("the first message was not a hello".into());
+    };
+    let refuse = |reason: String| ControllerMessage::Refused { reason };
+    if identity.role != Role::Agent || identity.name != node {
+        let reason = format!(
+            "the certificate names {identity}, not the agent of node '{node}'; mint one with `corral certs DIR --agents {node}`"
+        );
+        write(send, &refuse(reason.clone())).await?;
+        return Err(reason);
+    }
+    let leadership = ctx.replica.leadership().borrow().clone();
+    if !leadership.is_self {
+        let leader = leadership.leader.map(|(_, addr)| addr.api);
+        write(send, &ControllerMessage::NotLeader { leader }).await?;
+        return Ok(());
+    }
+    let defined = ctx
+        .replica
+        .read_local(|s| s.nodes().contains_key(&node))
+        .unwrap_or(false);
+    if !defined {
+        let reason = format!(
+            "node '{node}' is not defined in this cluster; an administrator adds it with `corral admin node define`"
+        );
+        write(send, &refuse(reason.clone())).await?;
+        return Err(reason);
+    }
+    let register = Command::RegisterNode {
+        node: node.clone(),
+        cpus: resources.cpus,
+        memory_mb: resources.memory_mb,
+        gpus: resources.gpus.clone(),
+        running: running.clone(),
+        agent_version: version,
+        boot_id,
+        at: clock::now(),
+    };
+    match ctx.replica.propose(register).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(rejection)) => {
+            let reason = format!("registration refused: {rejection}");
+            write(send, &refuse(reason.clone())).await?;
+            return Err(reason);
+        }
+        Err(e) => return Err(format!("registration not committed: {e}")),
+    }
+    ctx.heartbeats.beat(&node);
+    ctx.wake_scheduler.notify_one();
+    write(
+        send,
+        &ControllerMessage::Welcome {
+            heartbeat_ms: ctx.heartbeat_ms,
+            lease_ms: ctx.lease_ms,
+            cluster_name: ctx.cluster_name.clone(),
+        },
+    )
+    .await?;
+    tracing::info!(%node, "agent registered");
+
+    let mut memory = SessionMemory {
+        running: running.into_iter().collect(),
+        ..SessionMemory::default()
+    };
+    let (frames_tx, mut frames) = mpsc::channel::<AgentMessage>(256);
+    let reader = {
+        // Frames are read by their own task: reading is not cancel-safe.
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = read_frame::<_, AgentMessage>(&mut recv).await {
+                if frames_tx.send(message).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut leadership = ctx.replica.leadership();
+    let mut stopping = ctx.stopping.clone();
+    let mut ticks = tokio::time::interval(RECONCILE_EVERY);
+    let outcome = loop {
+        tokio::select! {
+            message = frames.recv() => {
+                let Some(message) = message else { break Err("the agent hung up".to_string()) };
+                if let Err(e) = handle(ctx, &node, message, &mut memory, send).await {
+                    break Err(e);
+                }
+            }
+            _ = ticks.tick() => {
+                if let Err(e) = instruct(ctx, &node, &mut memory, send).await {
+                    break Err(e);
+                }
+            }
+            changed = leadership.changed() => {
+                if changed.is_err() || !leadership.borrow().is_self {
+                    let leader = leadership.borrow().leader.clone().map(|(_, addr)| addr.api);
+                    let _ = write(send, &ControllerMessage::NotLeader { leader }).await;
+                    break Ok(());
+                }
+            }
+            _ = stopping.changed() => break Ok(()),
+        }
+    };
+    reader.abort();
+    outcome
+}
+
+async fn handle(
+    ctx: &SessionContext,
+    node: &str,
+    message: AgentMessage,
+    memory: &mut SessionMemory,
+    send: &mut quinn::SendStream,
+) -> Result<(), String> {
+    ctx.heartbeats.beat(node);
+    match message {
+        AgentMessage::Hello { .. } => Err("a second hello on one connection".into()),
+        AgentMessage::Heartbeat { seq, running, .. } => {
+            memory.running = running.into_iter().collect();
+            write(send, &ControllerMessage::HeartbeatAck { seq }).await
+        }
+        AgentMessage::Report { id, report } => {
+            let command = command_for(node, report);
+            match ctx.replica.propose(command).await {
+                Ok(result) => {
+                    if let Err(rejection) = result {
+                        tracing::debug!(%node, "agent report refused: {rejection}");
+                    }
+                    ctx.wake_scheduler.notify_one();
+                    write(send, &ControllerMessage::ReportDone { id }).await
+                }
+                Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
+                // Not acknowledged: the agent resends it (to whoever leads).
+                Err(e) => {
+                    tracing::warn!(%node, "agent report not committed: {e}");
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+fn command_for(node: &str, report: AgentReport) -> Command {
+    let node = node.to_string();
+    let at = clock::now();
+    match report {
+        AgentReport::Started { job, attempt } => Command::AttemptStarted {
+            job,
+            attempt,
+            node,
+            at,
+        },
+        AgentReport::BatchExited {
+            job,
+            attempt,
+            status,
+        } => Command::BatchExited {
+            job,
+            attempt,
+            node,
+            status,
+            at,
+        },
+        AgentReport::Released { job, attempt } => Command::NodeReleased {
+            job,
+            attempt,
+            node,
+            at,
+        },
+        AgentReport::Checkpoint {
+            job,
+            attempt,
+            step,
+            path,
+        } => Command::ReportCheckpoint {
+            job,
+            attempt,
+            node,
+            step,
+            path,
+            at,
+        },
+        AgentReport::GpuFailed { gpu, xid, reason } => Command::GpuFailed {
+            node,
+            gpu,
+            xid,
+            reason,
+            at,
+        },
+    }
+}
+
+/// Sends what reconciliation says the agent needs now.
+async fn instruct(
+    ctx: &SessionContext,
+    node: &str,
+    memory: &mut SessionMemory,
+    send: &mut quinn::SendStream,
+) -> Result<(), String> {
+    let now = clock::now();
+    let work = ctx
+        .replica
+        .read_local(|state| {
+            reconcile(state, node, memory, now)
+                .into_iter()
+                .map(|instruction| {
+                    let message = message_for(state, &instruction, ctx.kill_grace_ms);
+                    (instruction, message)
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(|e| e.to_string())?;
+    for (instruction, message) in work {
+        if let Some(message) = message {
+            write(send, &message).await?;
+        }
+        memory.sent(&instruction);
+    }
+    Ok(())
+}
+
+fn message_for(
+    state: &corral_state::ClusterState,
+    instruction: &Instruction,
+    kill_grace_ms: u64,
+) -> Option<ControllerMessage> {
+    match instruction {
+        Instruction::Launch((job, attempt)) => {
+            let record: &Job = state.job(*job)?;
+            if record.state != JobState::Running {
+                return None;
+            }
+            let script = state.script_of(record)?.clone();
+            Some(ControllerMessage::Launch(Box::new(Launch {
+                job: record.clone(),
+                attempt: *attempt,
+                script,
+            })))
+        }
+        Instruction::Signal((job, attempt), signal) => Some(ControllerMessage::Signal {
+            job: *job,
+            attempt: *attempt,
+            signal: *signal,
+        }),
+        Instruction::Kill((job, attempt), signal) => Some(ControllerMessage::Kill {
+            job: *job,
+            attempt: *attempt,
+            signal: *signal,
+            grace_ms: kill_grace_ms,
+        }),
+    }
+}
+
+async fn write(send: &mut quinn::SendStream, message: &ControllerMessage) -> Result<(), String> {
+    write_frame(send, message).await.map_err(|e| e.to_string())
+}

@@ -1,0 +1,394 @@
+//! The attempts this node runs. A launch starts the batch script on the batch
+//! host (its own process group, the job's user, Slurm's environment) and only
+//! records the allocation on the other nodes of a gang; a kill signals the group
+//! and SIGKILLs it after the grace period; an XID kills at once the attempts
+//! using the GPU; fencing kills everything. Every outcome becomes a report, and
+//! an attempt leaves this table only when its processes are all gone.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use corral_proto::agent::{AgentReport, Launch};
+use corral_state::ids::{AttemptNumber, JobId};
+use corral_state::job::ExitStatus;
+use corral_state::slurm::signal::Signal;
+use nix::sys::signal::{Signal as NixSignal, killpg};
+use nix::unistd::Pid;
+
+use crate::job::environment::{LaunchContext, batch_environment};
+use crate::job::process::{JobProcess, ProcessSpec, output_paths, resolve_user, write_script};
+use crate::outbox::Outbox;
+
+/// An attempt on this node.
+pub type AttemptKey = (JobId, AttemptNumber);
+
+/// Where the agent keeps things and who it is.
+#[derive(Debug, Clone)]
+pub struct SupervisorSettings {
+    /// This node.
+    pub node: String,
+    /// Batch scripts are written here.
+    pub scripts_dir: PathBuf,
+    /// `CORRAL_CHECKPOINT_DIR` is `<root>/<job id>` (shared storage on a real cluster).
+    pub checkpoint_root: PathBuf,
+    /// Run jobs as their users (the agent runs as root) or as the agent's user.
+    pub run_as_job_user: bool,
+}
+
+#[derive(Debug)]
+struct Running {
+    batch: bool,
+    gpus: Vec<u32>,
+    /// The batch script's process group, on the batch host.
+    group: Option<i32>,
+    checkpoint_dir: PathBuf,
+    last_checkpoint_step: Option<u64>,
+    killing: bool,
+}
+
+/// The attempts of this node.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    settings: Arc<SupervisorSettings>,
+    cluster_name: Arc<Mutex<String>>,
+    attempts: Arc<Mutex<HashMap<AttemptKey, Running>>>,
+    outbox: Outbox,
+}
+
+impl Supervisor {
+    /// An empty supervisor reporting into `outbox`.
+    pub fn new(settings: SupervisorSettings, outbox: Outbox) -> Self {
+        Supervisor {
+            settings: Arc::new(settings),
+            cluster_name: Arc::new(Mutex::new(String::new())),
+            attempts: Arc::new(Mutex::new(HashMap::new())),
+            outbox,
+        }
+    }
+
+    /// `SLURM_CLUSTER_NAME`, from the leader's welcome.
+    pub fn set_cluster_name(&self, name: &str) {
+        if let Ok(mut current) = self.cluster_name.lock() {
+            *current = name.to_string();
+        }
+    }
+
+    /// Attempts with processes (or an allocation) here.
+    pub fn running(&self) -> Vec<AttemptKey> {
+        let mut keys: Vec<AttemptKey> = self
+            .attempts
+            .lock()
+            .map(|a| a.keys().copied().collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    }
+
+    /// Starts an attempt (once).
+    pub fn launch(&self, launch: Launch) {
+        let key = (launch.job.id, launch.attempt);
+        if self.attempts.lock().is_ok_and(|a| a.contains_key(&key)) {
+            return;
+        }
+        let Some(attempt) = launch
+            .job
+            .attempts
+            .iter()
+            .find(|a| a.number == launch.attempt)
+            .cloned()
+        else {
+            tracing::warn!(job = %key.0, attempt = key.1, "launch without its attempt record");
+            return;
+        };
+        let node = &self.settings.node;
+        let Some(here) = attempt.allocation.iter().find(|a| &a.node == node) else {
+            tracing::warn!(job = %key.0, "launch for an allocation without this node");
+            return;
+        };
+        let batch = attempt.batch_host() == Some(node.as_str());
+        let checkpoint_dir = self.settings.checkpoint_root.join(launch.job.id.to_string());
+        let mut running = Running {
+            batch,
+            gpus: here.gpus.clone(),
+            group: None,
+            checkpoint_dir: checkpoint_dir.clone(),
+            last_checkpoint_step: launch.job.last_checkpoint.as_ref().map(|c| c.step),
+            killing: false,
+        };
+        if !batch {
+            // Other ranks start through steps (srun); the allocation is ready.
+            self.insert(key, running);
+            self.outbox.push(AgentReport::Started {
+                job: key.0,
+                attempt: key.1,
+            });
+            return;
+        }
+        match self.spawn_batch(&launch, &attempt, &checkpoint_dir) {
+            Ok(process) => {
+                running.group = Some(process.pid() as i32);
+                self.insert(key, running);
+                self.outbox.push(AgentReport::Started {
+                    job: key.0,
+                    attempt: key.1,
+                });
+                self.watch_batch(key, process);
+            }
+            Err(reason) => {
+                tracing::error!(job = %key.0, attempt = key.1, "cannot start the batch script: {reason}");
+                self.outbox.push(AgentReport::BatchExited {
+                    job: key.0,
+                    attempt: key.1,
+                    status: ExitStatus {
+                        code: 1,
+                        signal: None,
+                    },
+                });
+            }
+        }
+    }
+
+    fn spawn_batch(
+        &self,
+        launch: &Launch,
+        attempt: &corral_state::job::Attempt,
+        checkpoint_dir: &std::path::Path,
+    ) -> Result<JobProcess, String> {
+        let job = &launch.job;
+        let user = if self.settings.run_as_job_user {
+            let found = resolve_user(&job.spec.user).map_err(|e| e.to_string())?;
+            if found.uid != job.spec.uid {
+                return Err(format!(
+                    "user '{}' is uid {} on this node but the job claims uid {}; refusing to run it",
+                    job.spec.user, found.uid, job.spec.uid
+                ));
+            }
+            Some(found)
+        } else {
+            None
+        };
+        std::fs::create_dir_all(checkpoint_dir)
+            .map_err(|e| format!("cannot create {}: {e}", checkpoint_dir.display()))?;
+        if let Some(user) = &user {
+            let _ = nix::unistd::chown(
+                checkpoint_dir,
+                Some(nix::unistd::Uid::from_raw(user.uid)),
+                Some(nix::unistd::Gid::from_raw(user.gid)),
+            );
+        }
+        let cluster_name = self.cluster_name.lock().map(|n| n.clone()).unwrap_or_default();
+        let checkpoint_dir_text = checkpoint_dir.display().to_string();
+        let env = batch_environment(&LaunchContext {
+            job,
+            attempt,
+            node: &self.settings.node,
+            cluster_name: &cluster_name,
+            checkpoint_dir: &checkpoint_dir_text,
+            base_env: &launch.script.environment,
+        });
+        let program = write_script(
+            &self.settings.scripts_dir,
+            job.id,
+            attempt.number,
+            &launch.script.script,
+            user.as_ref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let workdir = PathBuf::from(&job.spec.workdir);
+        let (stdout, stderr) = output_paths(job, &self.settings.node, &workdir);
+        let spec = ProcessSpec {
+            program,
+            args: launch.script.argv.clone(),
+            env,
+            workdir,
+            stdout,
+            stderr,
+            stdin: job.spec.stdin.as_ref().map(PathBuf::from),
+            user,
+        };
+        JobProcess::spawn(&spec).map_err(|e| e.to_string())
+    }
+
+    /// Waits for the batch script, then for the rest of its group, then reports.
+    fn watch_batch(&self, key: AttemptKey, mut process: JobProcess) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let status = match process.wait().await {
+                Ok(status) => status,
+                Err(e) => {
+                    tracing::error!(job = %key.0, "waiting for the batch script: {e}");
+                    ExitStatus {
+                        code: 1,
+                        signal: None,
+                    }
+                }
+            };
+            // Background processes of the script end with it.
+            let group = process.pid() as i32;
+            let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
+            wait_group_gone(group).await;
+            this.remove(key);
+            this.outbox.push(AgentReport::BatchExited {
+                job: key.0,
+                attempt: key.1,
+                status,
+            });
+        });
+    }
+
+    /// Sends `signal` to an attempt's processes.
+    pub fn signal(&self, key: AttemptKey, signal: Signal) {
+        if let Some(group) = self.group_of(key) {
+            send(group, signal);
+        }
+    }
+
+    /// Ends an attempt: `signal`, SIGKILL after `grace`, then (once every process
+    /// is gone) the report. An attempt this node does not run is released at once.
+    pub fn kill(&self, key: AttemptKey, signal: Signal, grace: Duration) {
+        let state = self.attempts.lock().ok().and_then(|mut a| {
+            a.get_mut(&key).map(|r| {
+                let first = !r.killing;
+                r.killing = true;
+                (r.batch, r.group, first)
+            })
+        });
+        match state {
+            None => self.outbox.push(AgentReport::Released {
+                job: key.0,
+                attempt: key.1,
+            }),
+            Some((_, _, false)) => {}
+            Some((true, Some(group), true)) => {
+                // The batch watcher reports BatchExited when the group is gone.
+                send(group, signal);
+                tokio::spawn(async move {
+                    tokio::time::sleep(grace).await;
+                    let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
+                });
+            }
+            Some(_) => {
+                self.remove(key);
+                self.outbox.push(AgentReport::Released {
+                    job: key.0,
+                    attempt: key.1,
+                });
+            }
+        }
+    }
+
+    /// A GPU failed: SIGKILL at once every attempt using it; returns them.
+    pub fn kill_users_of_gpu(&self, gpu: u32) -> Vec<AttemptKey> {
+        let hit: Vec<(AttemptKey, Option<i32>)> = self
+            .attempts
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, r)| r.gpus.contains(&gpu))
+                    .map(|(k, r)| (*k, r.group))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (_, group) in &hit {
+            if let Some(group) = group {
+                let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
+            }
+        }
+        hit.into_iter().map(|(k, _)| k).collect()
+    }
+
+    /// The lease lapsed: kill everything (the leader will declare this node down
+    /// and requeue its jobs; they must not run twice).
+    pub fn fence(&self) {
+        let groups: Vec<i32> = self
+            .attempts
+            .lock()
+            .map(|a| a.values().filter_map(|r| r.group).collect())
+            .unwrap_or_default();
+        for group in groups {
+            let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
+        }
+        let non_batch: Vec<AttemptKey> = self
+            .attempts
+            .lock()
+            .map(|a| a.iter().filter(|(_, r)| r.group.is_none()).map(|(k, _)| *k).collect())
+            .unwrap_or_default();
+        for key in non_batch {
+            self.remove(key);
+            self.outbox.push(AgentReport::Released {
+                job: key.0,
+                attempt: key.1,
+            });
+        }
+    }
+
+    /// Checkpoint markers written since the last look (`corral checkpoint` inside
+    /// the job writes `CORRAL_CHECKPOINT_DIR/.corral-checkpoint`).
+    pub fn poll_checkpoints(&self) {
+        let watched: Vec<(AttemptKey, PathBuf, Option<u64>)> = self
+            .attempts
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, r)| r.batch && !r.killing)
+                    .map(|(k, r)| (*k, r.checkpoint_dir.clone(), r.last_checkpoint_step))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (key, dir, last) in watched {
+            let Some(marker) = corral_proto::checkpoint_marker::read(&dir) else {
+                continue;
+            };
+            if last.is_some_and(|step| marker.step <= step) {
+                continue;
+            }
+            if let Ok(mut attempts) = self.attempts.lock() {
+                if let Some(running) = attempts.get_mut(&key) {
+                    running.last_checkpoint_step = Some(marker.step);
+                }
+            }
+            self.outbox.push(AgentReport::Checkpoint {
+                job: key.0,
+                attempt: key.1,
+                step: marker.step,
+                path: marker.path,
+            });
+        }
+    }
+
+    fn group_of(&self, key: AttemptKey) -> Option<i32> {
+        self.attempts.lock().ok()?.get(&key)?.group
+    }
+
+    fn insert(&self, key: AttemptKey, running: Running) {
+        if let Ok(mut attempts) = self.attempts.lock() {
+            attempts.insert(key, running);
+        }
+    }
+
+    fn remove(&self, key: AttemptKey) {
+        if let Ok(mut attempts) = self.attempts.lock() {
+            attempts.remove(&key);
+        }
+    }
+}
+
+fn send(group: i32, signal: Signal) {
+    match NixSignal::try_from(i32::from(signal.0)) {
+        Ok(signal) => {
+            let _ = killpg(Pid::from_raw(group), signal);
+        }
+        Err(_) => tracing::warn!(signal = signal.0, "not a signal this system knows"),
+    }
+}
+
+/// Resolves once no process of the group is left.
+async fn wait_group_gone(group: i32) {
+    let mut pause = Duration::from_millis(5);
+    while killpg(Pid::from_raw(group), None).is_ok() {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}

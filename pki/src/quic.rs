@@ -1,0 +1,81 @@
+//! QUIC (quinn) settings from the same material as gRPC: mutual TLS against the
+//! cluster CA, one ALPN protocol name, and the peer's identity read from the
+//! connection, so the agent channel trusts exactly what the gRPC services trust.
+
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use rustls::RootCertStore;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::error::PkiError;
+use crate::identity::{Identity, IdentityError};
+use crate::material::TlsMaterial;
+
+/// The ALPN protocol of the agent channel.
+pub const AGENT_ALPN: &[u8] = b"corral-agent/1";
+
+impl TlsMaterial {
+    /// A QUIC server that requires a client certificate from the cluster CA.
+    pub fn quic_server_config(&self) -> Result<quinn::ServerConfig, PkiError> {
+        let roots = self.roots()?;
+        let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+            .build()
+            .map_err(|e| PkiError::InvalidCa(format!("client verifier: {e}")))?;
+        let mut tls = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain()?, self.key()?)
+            .map_err(|e| PkiError::InvalidCa(format!("server certificate: {e}")))?;
+        tls.alpn_protocols = vec![AGENT_ALPN.to_vec()];
+        let crypto = QuicServerConfig::try_from(tls)
+            .map_err(|e| PkiError::InvalidCa(format!("QUIC server settings: {e}")))?;
+        Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
+    }
+
+    /// A QUIC client that verifies the server against the cluster CA and presents
+    /// our certificate.
+    pub fn quic_client_config(&self) -> Result<quinn::ClientConfig, PkiError> {
+        let mut tls = rustls::ClientConfig::builder()
+            .with_root_certificates(self.roots()?)
+            .with_client_auth_cert(self.chain()?, self.key()?)
+            .map_err(|e| PkiError::InvalidCa(format!("client certificate: {e}")))?;
+        tls.alpn_protocols = vec![AGENT_ALPN.to_vec()];
+        let crypto = QuicClientConfig::try_from(tls)
+            .map_err(|e| PkiError::InvalidCa(format!("QUIC client settings: {e}")))?;
+        Ok(quinn::ClientConfig::new(Arc::new(crypto)))
+    }
+
+    fn roots(&self) -> Result<RootCertStore, PkiError> {
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
+            let cert = cert.map_err(|e| PkiError::InvalidCa(format!("CA certificate: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| PkiError::InvalidCa(format!("CA certificate: {e}")))?;
+        }
+        Ok(roots)
+    }
+
+    fn chain(&self) -> Result<Vec<CertificateDer<'static>>, PkiError> {
+        CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| PkiError::InvalidCa(format!("certificate: {e}")))
+    }
+
+    fn key(&self) -> Result<PrivateKeyDer<'static>, PkiError> {
+        PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
+            .map_err(|e| PkiError::InvalidCa(format!("private key: {e}")))
+    }
+}
+
+/// Who is on the other end of a QUIC connection (its certificate's identity).
+pub fn identity_of_connection(connection: &quinn::Connection) -> Result<Identity, IdentityError> {
+    let certs = connection
+        .peer_identity()
+        .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok())
+        .ok_or(IdentityError::MissingName)?;
+    let leaf = certs.first().ok_or(IdentityError::MissingName)?;
+    Identity::from_der(leaf.as_ref())
+}

@@ -1,0 +1,277 @@
+//! The agent channel: messages between a node agent and the leading controller
+//! over one QUIC bidirectional stream (mutual TLS; the agent's certificate names
+//! its node), as length-prefixed postcard frames.
+//!
+//! The leader keeps liveness in memory from heartbeats and turns committed state
+//! into launches and kills by reconciliation; the agent reports what happened,
+//! each report carrying the attempt number, and resends a report until the leader
+//! acknowledges that it was committed (or refused as stale).
+
+use corral_state::ids::{AttemptNumber, JobId};
+use corral_state::job::{BatchScript, ExitStatus, Job};
+use corral_state::slurm::signal::Signal;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The largest frame either side accepts (a launch carries the batch script).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// What the agent found on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeResources {
+    /// CPUs.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub memory_mb: u64,
+    /// GPUs: (index, type).
+    pub gpus: Vec<(u32, String)>,
+}
+
+/// One GPU's health in a heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuHealthSample {
+    /// Index.
+    pub index: u32,
+    /// Healthy as far as the agent can tell.
+    pub healthy: bool,
+    /// Temperature, °C.
+    pub temperature_c: Option<u32>,
+    /// Utilization, percent.
+    pub utilization_pct: Option<u32>,
+    /// What is wrong, when unhealthy.
+    pub problem: Option<String>,
+}
+
+/// Agent → controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AgentMessage {
+    /// First message on a connection.
+    Hello {
+        /// The node (must match the certificate's name).
+        node: String,
+        /// Changes on every agent start.
+        boot_id: String,
+        /// Agent version.
+        version: String,
+        /// What the agent found.
+        resources: NodeResources,
+        /// Attempts whose processes still run here.
+        running: Vec<(JobId, AttemptNumber)>,
+    },
+    /// Liveness and health; answered with `HeartbeatAck` (which renews the lease).
+    Heartbeat {
+        /// Increases by one per heartbeat.
+        seq: u64,
+        /// Attempts whose processes run here now.
+        running: Vec<(JobId, AttemptNumber)>,
+        /// GPU health.
+        gpus: Vec<GpuHealthSample>,
+    },
+    /// Something happened; resent until acknowledged.
+    Report {
+        /// Unique per agent run.
+        id: u64,
+        /// What.
+        report: AgentReport,
+    },
+}
+
+/// An agent's report about an attempt or a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentReport {
+    /// The attempt's processes started here (or, on a node that runs no batch
+    /// script, the allocation is ready).
+    Started {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+    },
+    /// The batch script ended and every process of its group is gone.
+    BatchExited {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// Every process of the attempt on this node is gone.
+    Released {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+    },
+    /// The job wrote a checkpoint.
+    Checkpoint {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// Training step.
+        step: u64,
+        /// Where.
+        path: String,
+    },
+    /// A GPU failed (e.g. a critical XID); the agent already killed the job using it.
+    GpuFailed {
+        /// GPU index.
+        gpu: u32,
+        /// The XID, if any.
+        xid: Option<u32>,
+        /// What the agent saw.
+        reason: String,
+    },
+}
+
+/// Controller → agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ControllerMessage {
+    /// The leader accepted the agent.
+    Welcome {
+        /// Heartbeat every this many ms.
+        heartbeat_ms: u64,
+        /// Without an acknowledged heartbeat for this long, kill every job.
+        lease_ms: u64,
+        /// `SLURM_CLUSTER_NAME`.
+        cluster_name: String,
+    },
+    /// This controller does not lead; try the one named (its client address; the
+    /// agent channel listens on the same port over UDP).
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<String>,
+    },
+    /// The agent may not join (unknown node, wrong certificate); the reason says why.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// A heartbeat was received; the lease is renewed from when it was sent.
+    HeartbeatAck {
+        /// The heartbeat's sequence number.
+        seq: u64,
+    },
+    /// A report was committed (or refused as stale): stop resending it.
+    ReportDone {
+        /// The report's id.
+        id: u64,
+    },
+    /// Start an attempt on this node.
+    Launch(Box<Launch>),
+    /// Send a signal to an attempt's processes (preemption notice, `--signal`).
+    Signal {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// Which.
+        signal: Signal,
+    },
+    /// End an attempt here: SIGTERM (or `signal`), SIGKILL after `grace_ms`, then
+    /// report `Released` (or `BatchExited` on the batch host).
+    Kill {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The first signal.
+        signal: Signal,
+        /// Between the first signal and SIGKILL.
+        grace_ms: u64,
+    },
+}
+
+/// What an agent needs to start an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The job as committed (its current attempt is the one to run).
+    pub job: Job,
+    /// The attempt.
+    pub attempt: AttemptNumber,
+    /// The batch script and its environment.
+    pub script: BatchScript,
+}
+
+/// A frame could not be sent or read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The stream failed.
+    #[error("agent channel: {0}")]
+    Io(#[from] std::io::Error),
+    /// A frame could not be encoded or decoded.
+    #[error("agent channel: malformed message: {0}")]
+    Codec(#[from] postcard::Error),
+    /// A frame was larger than [`MAX_FRAME_BYTES`].
+    #[error("agent channel: a {0}-byte message is larger than the limit")]
+    TooLarge(usize),
+}
+
+/// Writes one frame.
+pub async fn write_frame<W, T>(writer: &mut W, message: &T) -> Result<(), FrameError>
+where
+    W: AsyncWrite + Unpin,
+    T: Serialize,
+{
+    let body = postcard::to_stdvec(message)?;
+    if body.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(body.len()));
+    }
+    let length = u32::try_from(body.len()).map_err(|_| FrameError::TooLarge(body.len()))?;
+    writer.write_all(&length.to_le_bytes()).await?;
+    writer.write_all(&body).await?;
+    writer.flush().await?;
+    Ok(())
+}
+
+/// Reads one frame; `None` at a clean end of stream.
+pub async fn read_frame<R, T>(reader: &mut R) -> Result<Option<T>, FrameError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    let mut length = [0u8; 4];
+    match reader.read_exact(&mut length).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let length = u32::from_le_bytes(length) as usize;
+    if length > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(length));
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).await?;
+    Ok(Some(postcard::from_bytes(&body)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_round_trip_and_end_cleanly() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let sent = AgentMessage::Heartbeat {
+            seq: 7,
+            running: vec![(JobId(3), 1)],
+            gpus: vec![],
+        };
+        write_frame(&mut a, &sent).await.unwrap();
+        drop(a);
+        let got: Option<AgentMessage> = read_frame(&mut b).await.unwrap();
+        assert_eq!(got, Some(sent));
+        let end: Option<AgentMessage> = read_frame(&mut b).await.unwrap();
+        assert_eq!(end, None);
+    }
+
+    #[tokio::test]
+    async fn an_oversized_length_is_refused_before_reading() {
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&u32::MAX.to_le_bytes()).await.unwrap();
+        let got: Result<Option<AgentMessage>, _> = read_frame(&mut b).await;
+        assert!(matches!(got, Err(FrameError::TooLarge(_))));
+    }
+}
