@@ -125,8 +125,10 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Start a local cluster, run a sample workload and clean up.
-    Demo,
+    /// Start a local cluster, run a sample workload (a 2-node training job that
+    /// checkpoints, an array, a dependency chain), inject an XID into the training
+    /// job, show it requeued and resumed from its checkpoint, and clean up.
+    Demo(DemoArgs),
 }
 
 /// `corral queue` (`-h` is squeue's --noheader; help is `--help`).
@@ -340,6 +342,31 @@ pub enum LocalAction {
         #[arg(long, default_value = "corral-local")]
         dir: PathBuf,
     },
+    /// Inject an XID error into a simulated GPU of a local node.
+    Xid {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+        /// The node.
+        #[arg(long)]
+        node: String,
+        /// The GPU index.
+        #[arg(long)]
+        gpu: u32,
+        /// The XID (79: fallen off the bus; 48: double-bit ECC; 13: application error).
+        #[arg(long)]
+        xid: u32,
+    },
+}
+
+/// `corral demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Directory for the demo's cluster (default: a fresh temporary one).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Leave the cluster running afterwards.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// `corral local up`.
@@ -360,6 +387,12 @@ pub struct LocalUpArgs {
     /// The corrald binary (default: next to this one).
     #[arg(long)]
     pub corrald: Option<PathBuf>,
+    /// The corral-agent binary (default: next to this one).
+    #[arg(long)]
+    pub corral_agent: Option<PathBuf>,
+    /// Start the controllers only (nodes stay down: jobs queue but never run).
+    #[arg(long)]
+    pub no_agents: bool,
 }
 
 #[cfg(test)]

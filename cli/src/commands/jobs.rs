@@ -137,3 +137,30 @@ pub async fn checkpoint(cluster: &Cluster, args: CheckpointArgs) -> anyhow::Resu
         .await?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// Inside a job (`CORRAL_CHECKPOINT_DIR` set, no explicit `--job`), checkpoints
+/// are reported through the node agent: the directory to write the marker into.
+pub fn checkpoint_marker_dir(args: &CheckpointArgs) -> Option<std::path::PathBuf> {
+    if args.job.is_some() {
+        return None;
+    }
+    std::env::var_os("CORRAL_CHECKPOINT_DIR").map(std::path::PathBuf::from)
+}
+
+/// Writes the marker the agent on the batch host picks up and reports.
+pub fn write_checkpoint_marker(
+    dir: &std::path::Path,
+    args: &CheckpointArgs,
+) -> anyhow::Result<ExitCode> {
+    let marker = corral_proto::checkpoint_marker::Marker {
+        step: args.step,
+        path: args.path.clone(),
+    };
+    corral_proto::checkpoint_marker::write(dir, &marker).with_context(|| {
+        format!(
+            "cannot write the checkpoint marker in {} (CORRAL_CHECKPOINT_DIR)",
+            dir.display()
+        )
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

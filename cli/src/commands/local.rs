@@ -59,6 +59,18 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        LocalAction::Xid {
+            dir,
+            node,
+            gpu,
+            xid,
+        } => {
+            inject_xid(&absolute(&dir)?, &node, gpu, xid)?;
+            if !json {
+                println!("XID {xid} injected into {node} GPU {gpu}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         LocalAction::Status { dir } => {
             let processes = status(&dir)?;
             if json {
@@ -197,6 +209,16 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         )?;
     }
     let addresses: Vec<String> = replicas.iter().map(|(_, _, api)| api.clone()).collect();
+    if !args.no_agents {
+        let agent = match &args.corral_agent {
+            Some(path) => path.clone(),
+            None => sibling_binary("corral-agent")?,
+        };
+        std::fs::create_dir_all(dir.join("checkpoints"))?;
+        for node in &nodes {
+            start_agent(&dir, &agent, node, &addresses, args.gpus_per_node)?;
+        }
+    }
     write_env(&dir, "env", &addresses, &format!("user-{user}"))?;
     write_env(&dir, "admin.env", &addresses, "user-corral-admin")?;
 
@@ -239,6 +261,65 @@ impl Drop for StopOnFailure {
         }
     }
 }
+
+/// Starts the agent of `node` with simulated GPUs.
+fn start_agent(
+    dir: &Path,
+    agent: &Path,
+    node: &str,
+    addresses: &[String],
+    gpus: u32,
+) -> anyhow::Result<()> {
+    let certs = dir.join("certs");
+    let state_dir = dir.join("agents").join(node);
+    std::fs::create_dir_all(&state_dir)?;
+    let log = std::fs::File::create(dir.join("logs").join(format!("agent-{node}.log")))?;
+    let gpus = if gpus == 0 {
+        "none".to_string()
+    } else {
+        format!("simulated:{gpus}:h100")
+    };
+    let child = std::process::Command::new(agent)
+        .arg("--controllers")
+        .arg(addresses.join(","))
+        .arg("--ca")
+        .arg(certs.join("ca.pem"))
+        .arg("--cert")
+        .arg(certs.join(format!("agent-{node}.pem")))
+        .arg("--key")
+        .arg(certs.join(format!("agent-{node}.key")))
+        .args(["--gpus", &gpus])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .arg("--checkpoint-root")
+        .arg(dir.join("checkpoints"))
+        .args(["--cpus", &NODE_CPUS.to_string(), "--memory-mb", &NODE_MEMORY_MB.to_string()])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .envs(std::env::var("RUST_LOG").ok().map(|filter| ("RUST_LOG", filter)))
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start {}", agent.display()))?;
+    std::fs::write(
+        dir.join("pids").join(format!("agent-{node}.pid")),
+        child.id().to_string(),
+    )?;
+    Ok(())
+}
+
+/// Injects an XID into a simulated GPU of a local cluster's node.
+pub fn inject_xid(dir: &Path, node: &str, gpu: u32, xid: u32) -> anyhow::Result<()> {
+    let control = dir.join("agents").join(node).join("gpu-control.sock");
+    corral_agent::gpu::inject(&control, &corral_agent::gpu::FaultCommand::Xid { gpu, xid })
+        .with_context(|| format!("injecting XID {xid} into {node} GPU {gpu}"))?;
+    Ok(())
+}
+
+/// CPUs of a local node (as its configuration says).
+const NODE_CPUS: u32 = 64;
+/// Memory of a local node, MiB (512G).
+const NODE_MEMORY_MB: u64 = 524_288;
 
 /// The `corral.toml` of controller `id`.
 fn config_text(
@@ -296,7 +377,7 @@ fn config_text(
     let all = hostlist::compress(nodes);
     let _ = writeln!(
         text,
-        "\n[[nodes]]\nnames = \"{all}\"\ncpus = 64\nmemory = \"512G\""
+        "\n[[nodes]]\nnames = \"{all}\"\ncpus = {NODE_CPUS}\nmemory = \"{NODE_MEMORY_MB}M\""
     );
     if gpus_per_node > 0 {
         let _ = writeln!(text, "gpus = {gpus_per_node}\ngpu_type = \"h100\"");

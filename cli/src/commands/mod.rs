@@ -5,6 +5,7 @@ mod acct;
 mod admin;
 mod cancel;
 mod certs;
+mod demo;
 mod cluster;
 mod jobs;
 pub mod local;
@@ -46,7 +47,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Node { action } => nodes::set_state(&connect()?, action).await,
         Command::Cluster => cluster::run(&connect()?, global.json).await,
         Command::Wait { jobs, quiet } => wait::run(&connect()?, &jobs, quiet, global.json).await,
-        Command::Checkpoint(args) => jobs::checkpoint(&connect()?, args).await,
+        Command::Checkpoint(args) => match jobs::checkpoint_marker_dir(&args) {
+            Some(dir) => jobs::write_checkpoint_marker(&dir, &args),
+            None => jobs::checkpoint(&connect()?, args).await,
+        },
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),
@@ -56,10 +60,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "corral", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo => Err(anyhow::anyhow!(
-            "`corral demo` needs the node agent (simulated GPU nodes that run the jobs), which is not built yet; \
-             `corral local up` starts the controllers today"
-        )),
+        Command::Demo(args) => demo::run(&args).await,
     }
 }
 

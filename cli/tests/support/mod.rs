@@ -13,16 +13,21 @@ pub fn corral_bin() -> PathBuf {
 
 /// The corrald binary beside it, built if this test run did not build it.
 pub fn corrald_bin() -> PathBuf {
-    let path = corral_bin().with_file_name("corrald");
+    sibling("corrald")
+}
+
+/// A workspace binary beside `corral`, built if this test run did not build it.
+pub fn sibling(name: &str) -> PathBuf {
+    let path = corral_bin().with_file_name(name);
     if !path.exists() {
         let profile_release = corral_bin().parent().unwrap().ends_with("release");
         let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "--bin", "corrald"]);
+        build.args(["build", "--bin", name]);
         if profile_release {
             build.arg("--release");
         }
         let status = build.status().unwrap();
-        assert!(status.success(), "building corrald failed");
+        assert!(status.success(), "building {name} failed");
     }
     path
 }
@@ -34,8 +39,18 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// `corral local up` with `controllers` replicas and `nodes` nodes.
+    /// `corral local up` with `controllers` replicas and `nodes` nodes, without
+    /// agents (jobs queue; nothing runs them).
     pub fn start(controllers: u32, nodes: u32) -> LocalCluster {
+        Self::start_with(controllers, nodes, false)
+    }
+
+    /// `corral local up` with agents (simulated GPUs) on every node.
+    pub fn start_with_agents(controllers: u32, nodes: u32) -> LocalCluster {
+        Self::start_with(controllers, nodes, true)
+    }
+
+    fn start_with(controllers: u32, nodes: u32, agents: bool) -> LocalCluster {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(corral_bin())
             .args(["--json", "local", "up", "--dir"])
@@ -48,6 +63,9 @@ impl LocalCluster {
             ])
             .arg("--corrald")
             .arg(corrald_bin())
+            .arg("--corral-agent")
+            .arg(sibling("corral-agent"))
+            .args(if agents { &[][..] } else { &["--no-agents"][..] })
             .output()
             .unwrap();
         assert!(

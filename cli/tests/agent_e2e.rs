@@ -1,0 +1,260 @@
+//! End to end with agents: three `corrald` and four `corral-agent` processes with
+//! simulated GPUs (`corral local up`). A 2-node gang sees Slurm's environment; an
+//! XID on one of its GPUs kills it, drains the GPU and requeues it, and it resumes
+//! from its last checkpoint; a SIGKILLed agent's jobs are requeued after the
+//! down-timeout; an agent cut off from every controller kills its job itself.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{LocalCluster, corral_bin, logs, script};
+
+/// Polls `corral show job --json` until `done` holds (or panics after `patience`).
+fn wait_job(
+    cluster: &LocalCluster,
+    id: &str,
+    patience: Duration,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + patience;
+    loop {
+        let out = cluster.corral("user-corral-admin", &["--json", "show", "job", id]);
+        if out.status.success() {
+            let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if done(&reply["job"]) {
+                return reply["job"].clone();
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "job {id}: {what} did not happen within {patience:?}; job: {}\n{}",
+                    reply["job"],
+                    logs(cluster.dir.path())
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn submit(cluster: &LocalCluster, path: &Path) -> String {
+    cluster
+        .ok("user-corral-admin", &["submit", "--parsable", path.to_str().unwrap()])
+        .trim()
+        .to_string()
+}
+
+fn read_output(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+#[test]
+fn a_gang_job_runs_with_slurms_environment() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "env.sh",
+        "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\n#SBATCH --output=env-%j.out\nenv | sort\n",
+    );
+    let id = submit(&cluster, &path);
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "completion", |j| {
+        j["state"] == "Completed"
+    });
+    let out = read_output(dir, &format!("env-{id}.out"));
+    let nodes: Vec<&str> = job["attempts"][0]["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["node"].as_str().unwrap())
+        .collect();
+    for expected in [
+        format!("SLURM_JOB_ID={id}"),
+        format!("SLURM_JOBID={id}"),
+        "SLURM_NNODES=2".to_string(),
+        "SLURM_JOB_NUM_NODES=2".to_string(),
+        format!("SLURMD_NODENAME={}", nodes[0]),
+        "SLURM_NODEID=0".to_string(),
+        "SLURM_PROCID=0".to_string(),
+        "SLURM_RESTART_COUNT=0".to_string(),
+        "SLURM_GPUS_ON_NODE=8".to_string(),
+        "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7".to_string(),
+        "SLURM_JOB_PARTITION=gpu".to_string(),
+        "SLURM_CLUSTER_NAME=local".to_string(),
+        "CORRAL_ATTEMPT=1".to_string(),
+    ] {
+        assert!(out.contains(&format!("{expected}\n")), "missing {expected} in:\n{out}");
+    }
+    let nodelist = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SLURM_JOB_NODELIST="))
+        .unwrap_or_else(|| panic!("no SLURM_JOB_NODELIST in:\n{out}"));
+    assert!(nodelist.starts_with("gpu") && nodelist.contains('['), "{nodelist}");
+}
+
+/// A training job that resumes from the step in `CORRAL_RESUME_FROM` and
+/// checkpoints every 5 steps.
+fn training_script(dir: &Path) -> std::path::PathBuf {
+    let corral = corral_bin();
+    script(
+        dir,
+        "train.sh",
+        &format!(
+            r#"#!/bin/bash
+#SBATCH -N 2
+#SBATCH --gpus-per-node=8
+#SBATCH --output=train-%j.out
+step=0
+if [ -n "$CORRAL_RESUME_FROM" ]; then step=$(cat "$CORRAL_RESUME_FROM"); echo "resuming from step $step"; fi
+while [ "$step" -lt 400 ]; do
+  sleep 0.05
+  step=$((step + 1))
+  if [ $((step % 5)) -eq 0 ]; then
+    echo "$step" > "$CORRAL_CHECKPOINT_DIR/step-$step"
+    {} checkpoint --step "$step" --path "$CORRAL_CHECKPOINT_DIR/step-$step"
+  fi
+done
+"#,
+            corral.display()
+        ),
+    )
+}
+
+#[test]
+fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let id = submit(&cluster, &training_script(dir));
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "a checkpoint", |j| {
+        j["state"] == "Running" && j["last_checkpoint"]["step"].as_u64().unwrap_or(0) >= 10
+    });
+    let allocation = job["attempts"][0]["allocation"].as_array().unwrap().clone();
+    let node = allocation[1]["node"].as_str().unwrap().to_string();
+    let gpu = allocation[1]["gpus"][0].as_u64().unwrap();
+    let out = Command::new(corral_bin())
+        .args(["local", "xid", "--dir"])
+        .arg(dir)
+        .args(["--node", &node, "--gpu", &gpu.to_string(), "--xid", "79"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checkpoint_at_xid = job["last_checkpoint"]["step"].as_u64().unwrap();
+
+    let rerun = wait_job(&cluster, &id, Duration::from_secs(60), "the second attempt", |j| {
+        j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2)
+    });
+    assert_eq!(rerun["requeue_count"], 1);
+    let first = &rerun["attempts"][0];
+    assert_eq!(first["end"]["state"], "Requeued", "{first}");
+    // The drained GPU is not used again.
+    for a in rerun["attempts"][1]["allocation"].as_array().unwrap() {
+        assert!(
+            !(a["node"] == node.as_str() && a["gpus"].as_array().unwrap().iter().any(|g| g == gpu)),
+            "the second attempt got the failed GPU"
+        );
+    }
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node])).unwrap();
+    let health = &nodes["nodes"][0]["gpus"][gpu as usize];
+    assert!(health.to_string().contains("79"), "GPU {gpu} of {node} is not marked failed: {health}");
+    // The new attempt resumed from a checkpoint at least as late as the one
+    // committed before the XID (never from step 0).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let resumed = loop {
+        let out = read_output(dir, &format!("train-{id}.out"));
+        if let Some(line) = out.lines().find(|l| l.starts_with("resuming from step")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "the second attempt never resumed:\n{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let step: u64 = resumed.trim_start_matches("resuming from step ").parse().unwrap();
+    assert!(step >= checkpoint_at_xid && step > 0, "resumed from {step}, checkpoint was {checkpoint_at_xid}");
+}
+
+fn pid_of(dir: &Path, name: &str) -> i32 {
+    std::fs::read_to_string(dir.join(format!("pids/{name}.pid")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn signal(pid: i32, signal: &str) {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "long.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=long-%j.out\necho attempt $CORRAL_ATTEMPT on $SLURMD_NODENAME\nsleep 600\n",
+    );
+    let id = submit(&cluster, &path);
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
+        j["state"] == "Running" && j["attempts"][0]["started_on"].as_array().is_some_and(|s| !s.is_empty())
+    });
+    let node = job["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
+    let killed_at = Instant::now();
+    signal(pid_of(dir, &format!("agent-{node}")), "-9");
+    let rerun = wait_job(&cluster, &id, Duration::from_secs(60), "requeue and restart", |j| {
+        j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2)
+    });
+    let waited = killed_at.elapsed();
+    assert!(waited >= Duration::from_secs(3), "requeued before the lease could lapse ({waited:?})");
+    let second = rerun["attempts"][1]["allocation"][0]["node"].as_str().unwrap();
+    assert_ne!(second, node, "the job restarted on the dead node");
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node])).unwrap();
+    assert!(nodes["nodes"][0]["availability"].to_string().contains("Down"), "{}", nodes["nodes"][0]);
+}
+
+#[test]
+fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "pid.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=pid-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/job.pid\"\nsleep 600\n",
+    );
+    let id = submit(&cluster, &path);
+    wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| j["state"] == "Running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let job_pid: i32 = loop {
+        if let Ok(text) = std::fs::read_to_string(dir.join("job.pid")) {
+            if let Ok(pid) = text.trim().parse() {
+                break pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "the job never wrote its pid");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Cut every controller off (SIGSTOP): no heartbeat is acknowledged any more.
+    let controllers: Vec<i32> = (1..=3).map(|i| pid_of(dir, &format!("controller-{i}"))).collect();
+    for pid in &controllers {
+        signal(*pid, "-STOP");
+    }
+    let alive = |pid: i32| Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(job_pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let killed = !alive(job_pid);
+    for pid in &controllers {
+        signal(*pid, "-CONT");
+    }
+    assert!(killed, "the agent kept running its job without a lease");
+    // Once the controllers are back, the job is requeued (never run twice at once).
+    wait_job(&cluster, &id, Duration::from_secs(60), "requeue", |j| {
+        j["requeue_count"].as_u64().unwrap_or(0) >= 1 || j["state"] != "Running"
+    });
+}
