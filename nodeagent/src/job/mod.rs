@@ -1,3 +1,6 @@
 //! Running a job on this node: the environment Slurm gives a batch script and its
-//! tasks, and the processes (own process group, the job's user, output files,
-//! signals, exit status).
+//! tasks ([`environment`]), and the processes (own process group, the job's user,
+//! output files, signals, exit status) ([`process`]).
+
+pub mod environment;
+pub mod process;

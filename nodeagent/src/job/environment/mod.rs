@@ -1,0 +1,177 @@
+//! The environment Slurm gives a batch script and the tasks of its steps, built
+//! as a pure function of the job record, so every name, value and format can be
+//! checked against sbatch's "OUTPUT ENVIRONMENT VARIABLES" without starting
+//! anything.
+//!
+//! The job's exported environment (the `BatchScript`'s) comes first; every
+//! variable this module manages is then removed from it and set afresh, so a
+//! `SLURM_*` value the submitting shell carried from another job never leaks into
+//! this one. Variables Slurm sets only when the user asked for something
+//! (`--cpus-per-task`, `--mem`, `--ntasks`, ...) are set here under the same
+//! conditions.
+//!
+//! Node order: per-node lists (`SLURM_TASKS_PER_NODE`, `SLURM_JOB_CPUS_PER_NODE`)
+//! and node indices (`SLURM_NODEID`) follow `SLURM_JOB_NODELIST`, which is
+//! hostlist-sorted, as in Slurm. When the allocation lists its batch host first
+//! in that order (as Slurm's always does), the batch host is node 0.
+//!
+//! GPUs: `CUDA_VISIBLE_DEVICES` lists the GPU indices allocated on this node as
+//! the node numbers them (Slurm's behaviour with `ConstrainDevices=no`: corral
+//! does not confine devices with cgroups, so the global index is the one CUDA
+//! sees). A job without GPUs on a node gets `CUDA_VISIBLE_DEVICES=NoDevFiles`,
+//! the value Slurm's GPU plugin used for that case: with no device cgroup it is
+//! the only thing that keeps such a job off GPUs other jobs hold.
+
+mod array_vars;
+mod corral_vars;
+mod job_vars;
+pub mod layout;
+mod node_vars;
+mod request_vars;
+mod shape_vars;
+mod step_vars;
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+
+use corral_state::job::{Attempt, Job};
+
+use layout::NodeLayout;
+
+/// What one launch of a job on one node needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchContext<'a> {
+    /// The job.
+    pub job: &'a Job,
+    /// The attempt being launched.
+    pub attempt: &'a Attempt,
+    /// This node's name (one of the attempt's allocation).
+    pub node: &'a str,
+    /// The cluster's name (`SLURM_CLUSTER_NAME`).
+    pub cluster_name: &'a str,
+    /// Where this attempt writes checkpoints (`CORRAL_CHECKPOINT_DIR`).
+    pub checkpoint_dir: &'a str,
+    /// The job's exported environment (the `BatchScript`'s).
+    pub base_env: &'a BTreeMap<String, String>,
+}
+
+/// One task of a step: its rank in the step, on its node, and the node's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskPlacement {
+    /// Rank among all the step's tasks (`SLURM_PROCID`).
+    pub procid: u32,
+    /// Rank among the step's tasks on this node (`SLURM_LOCALID`).
+    pub localid: u32,
+    /// This node's index in `SLURM_JOB_NODELIST` (`SLURM_NODEID`).
+    pub nodeid: u32,
+    /// Tasks in the step (`SLURM_NTASKS`).
+    pub ntasks: u32,
+}
+
+/// What `CUDA_VISIBLE_DEVICES` holds on a node where the job has no GPUs.
+pub const NO_GPU_DEVICES: &str = "NoDevFiles";
+
+/// Every variable this module may set. They are removed from the base
+/// environment first, so only this job's values (or none) remain.
+const MANAGED: &[&str] = &[
+    "CORRAL_ATTEMPT",
+    "CORRAL_CHECKPOINT_DIR",
+    "CORRAL_RESUME_FROM",
+    "CUDA_VISIBLE_DEVICES",
+    "ENVIRONMENT",
+    "HOSTNAME",
+    "SLURMD_NODENAME",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_GPUS",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_JOBID",
+    "SLURM_JOB_ACCOUNT",
+    "SLURM_JOB_CPUS_PER_NODE",
+    "SLURM_JOB_END_TIME",
+    "SLURM_JOB_GID",
+    "SLURM_JOB_GPUS",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_QOS",
+    "SLURM_JOB_RESERVATION",
+    "SLURM_JOB_START_TIME",
+    "SLURM_JOB_UID",
+    "SLURM_JOB_USER",
+    "SLURM_LOCALID",
+    "SLURM_MEM_PER_CPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_MEM_PER_NODE",
+    "SLURM_NNODES",
+    "SLURM_NODEID",
+    "SLURM_NODELIST",
+    "SLURM_NPROCS",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_PROCID",
+    "SLURM_RESTART_COUNT",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_SUBMIT_DIR",
+    "SLURM_SUBMIT_HOST",
+    "SLURM_TASKS_PER_NODE",
+];
+
+/// An environment being built.
+type Env = BTreeMap<String, String>;
+
+/// Sets `name` to `value`, replacing what was there.
+fn set(env: &mut Env, name: &str, value: impl Display) {
+    env.insert(name.to_string(), value.to_string());
+}
+
+/// The environment of the batch script on `ctx.node`.
+///
+/// On the batch host this is exactly what Slurm gives a batch script, with
+/// `SLURM_NODEID`, `SLURM_PROCID` and `SLURM_LOCALID` all 0. On another node of
+/// the allocation (where corral runs the script only when a launch asks for it)
+/// the node-specific values describe that node, and `SLURM_NODEID` and
+/// `SLURM_PROCID` are its index in `SLURM_JOB_NODELIST`: one process per node,
+/// ranked by node. A node outside the allocation gets no node-specific values
+/// and no GPUs; the agent refuses such launches before building anything.
+pub fn batch_environment(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
+    let mut env = ctx.base_env.clone();
+    for name in MANAGED {
+        env.remove(*name);
+    }
+    let layout = NodeLayout::of(ctx.attempt);
+    job_vars::add(&mut env, ctx, &layout);
+    shape_vars::add(&mut env, ctx.job, &layout);
+    array_vars::add(&mut env, ctx.job);
+    request_vars::add(&mut env, &ctx.job.spec);
+    node_vars::add(&mut env, ctx, &layout);
+    corral_vars::add(&mut env, ctx);
+    env
+}
+
+/// The environment of one task of a step on `ctx.node`: the batch environment
+/// with the task's ranks and the step's shape (`SLURM_NTASKS`,
+/// `SLURM_TASKS_PER_NODE`, `SLURM_STEP_*`) laid out as Slurm's default block
+/// distribution places `task.ntasks` tasks on the job's nodes (see
+/// [`layout::task_placements`], which gives the placements that agree with it).
+pub fn task_environment(ctx: &LaunchContext<'_>, task: TaskPlacement) -> BTreeMap<String, String> {
+    let mut env = batch_environment(ctx);
+    let layout = NodeLayout::of(ctx.attempt);
+    step_vars::add(&mut env, ctx.job, &layout, task);
+    env
+}

@@ -1,0 +1,207 @@
+//! Opening a job's standard input and output files.
+//!
+//! Output files are opened for appending, created with mode 0644. When the
+//! agent runs as root they must be created with the job's user's rights, never
+//! root's: a helper shell running as the user creates them (so the user's own
+//! directory permissions decide), and the agent then opens them without
+//! following a final symbolic link and only if they are plain files owned by the
+//! user. The input file is checked the same way: the helper tests that the user
+//! may read it, and the agent opens it only if its mode lets the user read it.
+//! Without a user switch, the agent opens everything itself.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use nix::fcntl::OFlag;
+
+use super::launch::command_as;
+use super::user::{RunAs, supplementary_groups};
+use super::{ProcessError, ProcessSpec};
+
+/// The mode output files are created with.
+const OUTPUT_MODE: u32 = 0o644;
+
+/// The job's standard input, output and error, opened.
+pub(super) struct JobStdio {
+    /// Standard input (`/dev/null` without `--input`).
+    pub stdin: Stdio,
+    /// Standard output.
+    pub stdout: Stdio,
+    /// Standard error (the same file as standard output when they are equal).
+    pub stderr: Stdio,
+}
+
+/// Opens `spec`'s files. Relative paths are taken from the working directory.
+pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStdio, ProcessError> {
+    let stdout_path = resolve(&spec.workdir, &spec.stdout);
+    let stderr_path = resolve(&spec.workdir, &spec.stderr);
+    let stdin_path = spec.stdin.as_ref().map(|p| resolve(&spec.workdir, p));
+    let user = spec.user.as_ref().filter(|_| switch_user);
+    if let Some(user) = user {
+        prepare_as_user(user, stdin_path.as_deref(), &stdout_path, &stderr_path)?;
+    }
+    let stdout = open_output(&stdout_path, user)?;
+    let stderr = if stderr_path == stdout_path {
+        stdout
+            .try_clone()
+            .map_err(|e| output_error(&stderr_path, &e))?
+    } else {
+        open_output(&stderr_path, user)?
+    };
+    let stdin = match &stdin_path {
+        Some(path) => Stdio::from(open_input(path, user)?),
+        None => Stdio::null(),
+    };
+    Ok(JobStdio {
+        stdin,
+        stdout: Stdio::from(stdout),
+        stderr: Stdio::from(stderr),
+    })
+}
+
+/// `path` taken from `workdir` when relative.
+fn resolve(workdir: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        workdir.join(path)
+    }
+}
+
+/// The script the helper runs: `$1` is the input file (or empty), the rest are
+/// output files to create (mode 0644) if missing.
+const PREPARE_SCRIPT: &str = r#"umask 022
+if [ -n "$1" ] && [ ! -r "$1" ]; then
+    echo "$1: not readable" >&2
+    exit 1
+fi
+shift
+for f in "$@"; do
+    : >>"$f" || exit 1
+done"#;
+
+/// Runs the helper shell as `user`: it fails, with the shell's message, when the
+/// user may not read the input or create an output file.
+fn prepare_as_user(
+    user: &RunAs,
+    stdin: Option<&Path>,
+    stdout: &Path,
+    stderr: &Path,
+) -> Result<(), ProcessError> {
+    let mut args: Vec<OsString> = vec![
+        "-c".into(),
+        PREPARE_SCRIPT.into(),
+        "corral-prepare".into(),
+        stdin.map(|p| p.as_os_str().to_owned()).unwrap_or_default(),
+        stdout.as_os_str().to_owned(),
+    ];
+    if stderr != stdout {
+        args.push(stderr.as_os_str().to_owned());
+    }
+    let mut command: Command = command_as(Path::new("/bin/sh"), &args, Some(user))?;
+    command
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let output = command.output().map_err(|e| output_error(stdout, &e))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let reason = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    let reason = if reason.is_empty() {
+        format!(
+            "the helper running as {} failed ({})",
+            user.user, output.status
+        )
+    } else {
+        format!("as {}: {reason}", user.user)
+    };
+    match stdin {
+        Some(path) if reason.contains("not readable") => Err(ProcessError::InputFile {
+            path: path.to_path_buf(),
+            reason,
+        }),
+        _ => Err(ProcessError::OutputFile {
+            path: stdout.to_path_buf(),
+            reason,
+        }),
+    }
+}
+
+/// Opens an output file for appending: created by the agent when it does not
+/// switch users; opened only if it is the user's plain file when it does.
+fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    let Some(user) = user else {
+        options.create(true).mode(OUTPUT_MODE);
+        return options.open(path).map_err(|e| output_error(path, &e));
+    };
+    options.custom_flags(OFlag::O_NOFOLLOW.bits());
+    let file = options.open(path).map_err(|e| output_error(path, &e))?;
+    let meta = file.metadata().map_err(|e| output_error(path, &e))?;
+    let unsafe_because = |reason: String| ProcessError::UnsafeOutputFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if !meta.file_type().is_file() {
+        return Err(unsafe_because("it is not a plain file".to_string()));
+    }
+    if meta.uid() != user.uid {
+        return Err(unsafe_because(format!(
+            "it belongs to uid {}, not to {} (uid {})",
+            meta.uid(),
+            user.user,
+            user.uid
+        )));
+    }
+    Ok(file)
+}
+
+/// Opens the input file; when switching users, only if it is not a symbolic
+/// link and its mode lets the user read it.
+fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
+    let input_error = |reason: String| ProcessError::InputFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut options = OpenOptions::new();
+    options.read(true);
+    if user.is_some() {
+        options.custom_flags(OFlag::O_NOFOLLOW.bits());
+    }
+    let file = options.open(path).map_err(|e| input_error(e.to_string()))?;
+    let Some(user) = user else {
+        return Ok(file);
+    };
+    let meta = file.metadata().map_err(|e| input_error(e.to_string()))?;
+    let groups = supplementary_groups(user)?;
+    let mode = meta.mode();
+    let readable = if meta.uid() == user.uid {
+        mode & 0o400 != 0
+    } else if groups.contains(&meta.gid()) {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    };
+    if readable {
+        Ok(file)
+    } else {
+        Err(input_error(format!("{} may not read it", user.user)))
+    }
+}
+
+/// An output file error from an I/O error.
+fn output_error(path: &Path, error: &io::Error) -> ProcessError {
+    ProcessError::OutputFile {
+        path: path.to_path_buf(),
+        reason: error.to_string(),
+    }
+}

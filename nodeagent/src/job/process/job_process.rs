@@ -1,0 +1,152 @@
+//! A spawned job: the leader process of its own process group, which the agent
+//! signals as a whole and waits for.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::time::Duration;
+
+use corral_state::job::ExitStatus;
+use corral_state::slurm::signal::Signal;
+use nix::errno::Errno;
+use nix::unistd::{Pid, geteuid};
+
+use super::files::open_stdio;
+use super::group::{group_alive, signal_group};
+use super::launch::command_as;
+use super::{ProcessError, ProcessSpec};
+
+/// A job's process group, led by the process the agent started.
+#[derive(Debug)]
+pub struct JobProcess {
+    child: tokio::process::Child,
+    pid: u32,
+    pgid: Pid,
+    status: Option<ExitStatus>,
+}
+
+impl JobProcess {
+    /// Starts `spec.program` in a new process group (its pid is the group's id),
+    /// with exactly `spec.env`, in `spec.workdir`, its output files opened (see
+    /// the module docs of `files`), as `spec.user` when given.
+    ///
+    /// Fails with a message saying what to fix when the working directory does
+    /// not exist, an output file cannot be created or is unsafe to write, the
+    /// user cannot be switched to, or the program cannot be executed.
+    pub fn spawn(spec: &ProcessSpec) -> Result<JobProcess, ProcessError> {
+        check_workdir(spec)?;
+        let switch_user = spec.user.is_some() && geteuid().is_root();
+        let stdio = open_stdio(spec, switch_user)?;
+        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref())?;
+        command
+            .env_clear()
+            .envs(&spec.env)
+            .current_dir(&spec.workdir)
+            .process_group(0)
+            .stdin(stdio.stdin)
+            .stdout(stdio.stdout)
+            .stderr(stdio.stderr);
+        let spawn_error = |source: io::Error| ProcessError::Spawn {
+            program: spec.program.clone(),
+            workdir: spec.workdir.clone(),
+            source,
+        };
+        let child = spawn_retrying_busy(&mut tokio::process::Command::from(command))
+            .map_err(spawn_error)?;
+        let pid = child.id().ok_or_else(|| {
+            spawn_error(io::Error::other(
+                "the process exited before its pid was read",
+            ))
+        })?;
+        let raw =
+            i32::try_from(pid).map_err(|_| spawn_error(io::Error::other("pid out of range")))?;
+        Ok(JobProcess {
+            child,
+            pid,
+            pgid: Pid::from_raw(raw),
+            status: None,
+        })
+    }
+
+    /// The leader's pid, which is also the process group's id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Sends `signal` to every process of the group. Signalling a group with no
+    /// process left succeeds and does nothing.
+    pub fn signal(&self, signal: Signal) -> Result<(), ProcessError> {
+        signal_group(self.pgid, signal)
+    }
+
+    /// Sends SIGKILL to every process of the group.
+    pub fn kill(&self) -> Result<(), ProcessError> {
+        self.signal(Signal::KILL)
+    }
+
+    /// Waits for the leader to end: its exit code, or the signal that killed it
+    /// (code 0 then, as Slurm reports `0:9`). Children it left behind may still
+    /// run: see [`JobProcess::group_alive`]. Waiting again returns the same.
+    pub async fn wait(&mut self) -> Result<ExitStatus, ProcessError> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self
+            .child
+            .wait()
+            .await
+            .map_err(|source| ProcessError::Wait {
+                pid: self.pid,
+                source,
+            })?;
+        let status = match status.signal() {
+            Some(signal) => ExitStatus {
+                code: 0,
+                signal: Some(Signal(u8::try_from(signal).unwrap_or(u8::MAX))),
+            },
+            None => ExitStatus {
+                code: status.code().unwrap_or(-1),
+                signal: None,
+            },
+        };
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// True while any process of the group is running, the leader or a child
+    /// that outlived it (zombies do not count). The node's resources may be
+    /// reported released only once this is false.
+    pub fn group_alive(&self) -> bool {
+        group_alive(self.pgid)
+    }
+}
+
+/// How often a spawn refused with "text file busy" is tried again.
+const BUSY_RETRIES: u32 = 20;
+
+/// Spawns `command`, trying again a few times (a few ms apart, about a second in
+/// all) while the kernel answers ETXTBSY: a script written moments ago is still
+/// open for writing in any child another thread forked in the meantime, until
+/// that child executes its own program.
+fn spawn_retrying_busy(command: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let mut tries = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(Errno::ETXTBSY as i32) && tries < BUSY_RETRIES => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(u64::from(5 * tries)));
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Fails unless the working directory exists and is a directory.
+fn check_workdir(spec: &ProcessSpec) -> Result<(), ProcessError> {
+    let path = spec.workdir.clone();
+    match std::fs::metadata(&spec.workdir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(ProcessError::WorkdirNotDirectory { path }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(ProcessError::WorkdirMissing { path }),
+        Err(source) => Err(ProcessError::Workdir { path, source }),
+    }
+}

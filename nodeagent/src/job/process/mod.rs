@@ -1,0 +1,47 @@
+//! Running and killing a job's processes: each job runs in its own process
+//! group, as its user when the agent is root, with its whole environment given
+//! (nothing inherited from the agent), its output appended to files, and its end
+//! reported as corral's [`ExitStatus`](corral_state::job::ExitStatus).
+//!
+//! Spawning and waiting use Tokio's process support: call them inside a Tokio
+//! runtime. Dropping a [`JobProcess`] does not kill the job.
+
+mod error;
+mod files;
+mod group;
+mod job_process;
+mod launch;
+mod output_paths;
+mod script;
+mod user;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub use error::ProcessError;
+pub use job_process::JobProcess;
+pub use output_paths::output_paths;
+pub use script::write_script;
+pub use user::{RunAs, resolve_user, run_as_for_job, supplementary_groups};
+
+/// What to run, where, with what, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSpec {
+    /// The program (for a batch job, the script file the agent wrote).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The whole environment: nothing else is inherited.
+    pub env: BTreeMap<String, String>,
+    /// The working directory; it must exist.
+    pub workdir: PathBuf,
+    /// Standard output, appended to (relative paths are taken from `workdir`).
+    pub stdout: PathBuf,
+    /// Standard error; when equal to `stdout` both go to one file, in order.
+    pub stderr: PathBuf,
+    /// Standard input; `/dev/null` when `None`.
+    pub stdin: Option<PathBuf>,
+    /// The user to run as when the agent runs as root; `None` runs the job as
+    /// the agent's own user.
+    pub user: Option<RunAs>,
+}

@@ -1,0 +1,50 @@
+//! Where a job's output goes: sbatch's `--output` / `--error` patterns
+//! (`slurm-%j.out` by default, `slurm-%A_%a.out` for array tasks; standard error
+//! follows standard output unless `--error` was given), expanded and taken from
+//! the working directory.
+
+use std::path::{Path, PathBuf};
+
+use corral_state::job::Job;
+use corral_state::slurm::filename_pattern::{PatternValues, expand_pattern};
+
+use crate::job::environment::layout::NodeLayout;
+
+/// sbatch's default output pattern.
+const DEFAULT_OUTPUT: &str = "slurm-%j.out";
+/// sbatch's default output pattern for array tasks.
+const DEFAULT_ARRAY_OUTPUT: &str = "slurm-%A_%a.out";
+
+/// The job's standard output and standard error files when opened on `node`
+/// (`%N`; `%n` is the node's index in the current attempt), relative patterns
+/// taken from `workdir`. A pattern that does not expand (an unknown `%q`) is
+/// used as written, as `corral show job` prints it.
+pub fn output_paths(job: &Job, node: &str, workdir: &Path) -> (PathBuf, PathBuf) {
+    let default = if job.array.is_some() {
+        DEFAULT_ARRAY_OUTPUT
+    } else {
+        DEFAULT_OUTPUT
+    };
+    let stdout_pattern = job.spec.stdout.as_deref().unwrap_or(default);
+    let stderr_pattern = job.spec.stderr.as_deref().unwrap_or(stdout_pattern);
+    let node_id = job
+        .current_attempt()
+        .and_then(|attempt| NodeLayout::of(attempt).index_of(node))
+        .and_then(|index| u32::try_from(index).ok())
+        .unwrap_or(0);
+    let values = PatternValues {
+        job_id: job.id.0,
+        array_job_id: job.array.map(|task| task.array_job_id.0),
+        array_task_id: job.array.map(|task| task.task_id),
+        job_name: &job.spec.name,
+        user: &job.spec.user,
+        node,
+        node_id,
+        task_id: 0,
+    };
+    let path = |pattern: &str| {
+        let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
+        workdir.join(expanded)
+    };
+    (path(stdout_pattern), path(stderr_pattern))
+}
