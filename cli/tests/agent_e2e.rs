@@ -4,6 +4,8 @@
 //! from its last checkpoint; a SIGKILLed agent's jobs are requeued after the
 //! down-timeout; an agent cut off from every controller kills its job itself.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::Path;
@@ -42,7 +44,10 @@ fn wait_job(
 
 fn submit(cluster: &LocalCluster, path: &Path) -> String {
     cluster
-        .ok("user-corral-admin", &["submit", "--parsable", path.to_str().unwrap()])
+        .ok(
+            "user-corral-admin",
+            &["submit", "--parsable", path.to_str().unwrap()],
+        )
         .trim()
         .to_string()
 }
@@ -86,13 +91,19 @@ fn a_gang_job_runs_with_slurms_environment() {
         "SLURM_CLUSTER_NAME=local".to_string(),
         "CORRAL_ATTEMPT=1".to_string(),
     ] {
-        assert!(out.contains(&format!("{expected}\n")), "missing {expected} in:\n{out}");
+        assert!(
+            out.contains(&format!("{expected}\n")),
+            "missing {expected} in:\n{out}"
+        );
     }
     let nodelist = out
         .lines()
         .find_map(|l| l.strip_prefix("SLURM_JOB_NODELIST="))
         .unwrap_or_else(|| panic!("no SLURM_JOB_NODELIST in:\n{out}"));
-    assert!(nodelist.starts_with("gpu") && nodelist.contains('['), "{nodelist}");
+    assert!(
+        nodelist.starts_with("gpu") && nodelist.contains('['),
+        "{nodelist}"
+    );
 }
 
 /// A training job that resumes from the step in `CORRAL_RESUME_FROM` and
@@ -128,9 +139,13 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
     let cluster = LocalCluster::start_with_agents(3, 4);
     let dir = cluster.dir.path();
     let id = submit(&cluster, &training_script(dir));
-    let job = wait_job(&cluster, &id, Duration::from_secs(60), "a checkpoint", |j| {
-        j["state"] == "Running" && j["last_checkpoint"]["step"].as_u64().unwrap_or(0) >= 10
-    });
+    let job = wait_job(
+        &cluster,
+        &id,
+        Duration::from_secs(60),
+        "a checkpoint",
+        |j| j["state"] == "Running" && j["last_checkpoint"]["step"].as_u64().unwrap_or(0) >= 10,
+    );
     let allocation = job["attempts"][0]["allocation"].as_array().unwrap().clone();
     let node = allocation[1]["node"].as_str().unwrap().to_string();
     let gpu = allocation[1]["gpus"][0].as_u64().unwrap();
@@ -140,12 +155,20 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
         .args(["--node", &node, "--gpu", &gpu.to_string(), "--xid", "79"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let checkpoint_at_xid = job["last_checkpoint"]["step"].as_u64().unwrap();
 
-    let rerun = wait_job(&cluster, &id, Duration::from_secs(60), "the second attempt", |j| {
-        j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2)
-    });
+    let rerun = wait_job(
+        &cluster,
+        &id,
+        Duration::from_secs(60),
+        "the second attempt",
+        |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
+    );
     assert_eq!(rerun["requeue_count"], 1);
     let first = &rerun["attempts"][0];
     assert_eq!(first["end"]["state"], "Requeued", "{first}");
@@ -157,9 +180,13 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
         );
     }
     let nodes: serde_json::Value =
-        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node])).unwrap();
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node]))
+            .unwrap();
     let health = &nodes["nodes"][0]["gpus"][gpu as usize];
-    assert!(health.to_string().contains("79"), "GPU {gpu} of {node} is not marked failed: {health}");
+    assert!(
+        health.to_string().contains("79"),
+        "GPU {gpu} of {node} is not marked failed: {health}"
+    );
     // The new attempt resumed from a checkpoint at least as late as the one
     // committed before the XID (never from step 0).
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -168,11 +195,20 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
         if let Some(line) = out.lines().find(|l| l.starts_with("resuming from step")) {
             break line.to_string();
         }
-        assert!(Instant::now() < deadline, "the second attempt never resumed:\n{out}");
+        assert!(
+            Instant::now() < deadline,
+            "the second attempt never resumed:\n{out}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let step: u64 = resumed.trim_start_matches("resuming from step ").parse().unwrap();
-    assert!(step >= checkpoint_at_xid && step > 0, "resumed from {step}, checkpoint was {checkpoint_at_xid}");
+    let step: u64 = resumed
+        .trim_start_matches("resuming from step ")
+        .parse()
+        .unwrap();
+    assert!(
+        step >= checkpoint_at_xid && step > 0,
+        "resumed from {step}, checkpoint was {checkpoint_at_xid}"
+    );
 }
 
 fn pid_of(dir: &Path, name: &str) -> i32 {
@@ -184,7 +220,10 @@ fn pid_of(dir: &Path, name: &str) -> i32 {
 }
 
 fn signal(pid: i32, signal: &str) {
-    let status = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -199,21 +238,43 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
     );
     let id = submit(&cluster, &path);
     let job = wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
-        j["state"] == "Running" && j["attempts"][0]["started_on"].as_array().is_some_and(|s| !s.is_empty())
+        j["state"] == "Running"
+            && j["attempts"][0]["started_on"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty())
     });
-    let node = job["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
+    let node = job["attempts"][0]["allocation"][0]["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let killed_at = Instant::now();
     signal(pid_of(dir, &format!("agent-{node}")), "-9");
-    let rerun = wait_job(&cluster, &id, Duration::from_secs(60), "requeue and restart", |j| {
-        j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2)
-    });
+    let rerun = wait_job(
+        &cluster,
+        &id,
+        Duration::from_secs(60),
+        "requeue and restart",
+        |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
+    );
     let waited = killed_at.elapsed();
-    assert!(waited >= Duration::from_secs(3), "requeued before the lease could lapse ({waited:?})");
-    let second = rerun["attempts"][1]["allocation"][0]["node"].as_str().unwrap();
+    assert!(
+        waited >= Duration::from_secs(3),
+        "requeued before the lease could lapse ({waited:?})"
+    );
+    let second = rerun["attempts"][1]["allocation"][0]["node"]
+        .as_str()
+        .unwrap();
     assert_ne!(second, node, "the job restarted on the dead node");
     let nodes: serde_json::Value =
-        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node])).unwrap();
-    assert!(nodes["nodes"][0]["availability"].to_string().contains("Down"), "{}", nodes["nodes"][0]);
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node]))
+            .unwrap();
+    assert!(
+        nodes["nodes"][0]["availability"]
+            .to_string()
+            .contains("Down"),
+        "{}",
+        nodes["nodes"][0]
+    );
 }
 
 #[test]
@@ -226,24 +287,32 @@ fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=pid-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/job.pid\"\nsleep 600\n",
     );
     let id = submit(&cluster, &path);
-    wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| j["state"] == "Running");
+    wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
+        j["state"] == "Running"
+    });
     let deadline = Instant::now() + Duration::from_secs(30);
     let job_pid: i32 = loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("job.pid")) {
-            if let Ok(pid) = text.trim().parse() {
-                break pid;
-            }
+        if let Ok(text) = std::fs::read_to_string(dir.join("job.pid"))
+            && let Ok(pid) = text.trim().parse()
+        {
+            break pid;
         }
         assert!(Instant::now() < deadline, "the job never wrote its pid");
         std::thread::sleep(Duration::from_millis(50));
     };
     // Cut every controller off (SIGSTOP): no heartbeat is acknowledged any more.
-    let controllers: Vec<i32> = (1..=3).map(|i| pid_of(dir, &format!("controller-{i}"))).collect();
+    let controllers: Vec<i32> = (1..=3)
+        .map(|i| pid_of(dir, &format!("controller-{i}")))
+        .collect();
     for pid in &controllers {
         signal(*pid, "-STOP");
     }
-    let alive = |pid: i32| Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ");
+    let alive = |pid: i32| {
+        Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while alive(job_pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

@@ -112,7 +112,17 @@ pub async fn run(
             tokio::time::sleep(pause).await;
             continue;
         };
-        match session(&endpoint, &address, &settings, &supervisor, &outbox, &lease, &health).await {
+        match session(
+            &endpoint,
+            &address,
+            &settings,
+            &supervisor,
+            &outbox,
+            &lease,
+            &health,
+        )
+        .await
+        {
             Ok(Ended::Redirect(Some(leader))) => {
                 queue.retain(|a| a != &leader);
                 queue.push_front(leader);
@@ -154,12 +164,9 @@ async fn session(
         .with_context(|| format!("{address} resolves to nothing"))?;
     let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let connection = tokio::time::timeout(
-        Duration::from_secs(3),
-        endpoint.connect(target, host)?,
-    )
-    .await
-    .context("connecting timed out")??;
+    let connection = tokio::time::timeout(Duration::from_secs(3), endpoint.connect(target, host)?)
+        .await
+        .context("connecting timed out")??;
     let (mut send, mut recv) = connection.open_bi().await?;
     write_frame(
         &mut send,

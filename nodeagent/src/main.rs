@@ -55,8 +55,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -112,7 +111,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         resources: NodeResources {
             cpus: args.cpus.unwrap_or_else(resources::cpus),
             memory_mb: args.memory_mb.unwrap_or_else(resources::memory_mb),
-            gpus: gpus.gpus().into_iter().map(|g| (g.index, g.model)).collect(),
+            gpus: gpus
+                .gpus()
+                .into_iter()
+                .map(|g| (g.index, g.model))
+                .collect(),
         },
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
@@ -126,11 +129,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
             while let Some(event) = xids.recv().await {
                 let class = classify_xid(event.xid);
                 if matches!(class.action, XidAction::Ignore) {
-                    tracing::info!(gpu = event.gpu, xid = event.xid, "XID {}: {} (no action)", event.xid, class.meaning);
+                    tracing::info!(
+                        gpu = event.gpu,
+                        xid = event.xid,
+                        "XID {}: {} (no action)",
+                        event.xid,
+                        class.meaning
+                    );
                     continue;
                 }
                 let killed = supervisor.kill_users_of_gpu(event.gpu);
-                tracing::warn!(gpu = event.gpu, xid = event.xid, ?killed, "critical XID {}: {}", event.xid, class.meaning);
+                tracing::warn!(
+                    gpu = event.gpu,
+                    xid = event.xid,
+                    ?killed,
+                    "critical XID {}: {}",
+                    event.xid,
+                    class.meaning
+                );
                 outbox.push(AgentReport::GpuFailed {
                     gpu: event.gpu,
                     xid: Some(event.xid),
@@ -148,7 +164,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 ticks.tick().await;
                 if lease.lapsed() {
                     if !supervisor.running().is_empty() {
-                        tracing::error!("lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node");
+                        tracing::error!(
+                            "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
+                        );
                         supervisor.fence();
                     }
                     lease.clear();
@@ -182,7 +200,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .collect()
     });
     let client = tls.quic_client_config()?;
-    let link = tokio::spawn(link::run(settings, client, supervisor.clone(), outbox, lease, health));
+    let link = tokio::spawn(link::run(
+        settings,
+        client,
+        supervisor.clone(),
+        outbox,
+        lease,
+        health,
+    ));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

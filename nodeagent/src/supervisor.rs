@@ -108,7 +108,10 @@ impl Supervisor {
             return;
         };
         let batch = attempt.batch_host() == Some(node.as_str());
-        let checkpoint_dir = self.settings.checkpoint_root.join(launch.job.id.to_string());
+        let checkpoint_dir = self
+            .settings
+            .checkpoint_root
+            .join(launch.job.id.to_string());
         let mut running = Running {
             batch,
             gpus: here.gpus.clone(),
@@ -178,7 +181,11 @@ impl Supervisor {
                 Some(nix::unistd::Gid::from_raw(user.gid)),
             );
         }
-        let cluster_name = self.cluster_name.lock().map(|n| n.clone()).unwrap_or_default();
+        let cluster_name = self
+            .cluster_name
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default();
         let checkpoint_dir_text = checkpoint_dir.display().to_string();
         let env = batch_environment(&LaunchContext {
             job,
@@ -313,7 +320,12 @@ impl Supervisor {
         let non_batch: Vec<AttemptKey> = self
             .attempts
             .lock()
-            .map(|a| a.iter().filter(|(_, r)| r.group.is_none()).map(|(k, _)| *k).collect())
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, r)| r.group.is_none())
+                    .map(|(k, _)| *k)
+                    .collect()
+            })
             .unwrap_or_default();
         for key in non_batch {
             self.remove(key);
@@ -344,10 +356,10 @@ impl Supervisor {
             if last.is_some_and(|step| marker.step <= step) {
                 continue;
             }
-            if let Ok(mut attempts) = self.attempts.lock() {
-                if let Some(running) = attempts.get_mut(&key) {
-                    running.last_checkpoint_step = Some(marker.step);
-                }
+            if let Ok(mut attempts) = self.attempts.lock()
+                && let Some(running) = attempts.get_mut(&key)
+            {
+                running.last_checkpoint_step = Some(marker.step);
             }
             self.outbox.push(AgentReport::Checkpoint {
                 job: key.0,

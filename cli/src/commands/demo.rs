@@ -102,7 +102,10 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
             break job;
         }
         if Instant::now() > deadline {
-            bail!("the training job did not reach a checkpoint in 2 minutes (state {})", job.state.slurm_name());
+            bail!(
+                "the training job did not reach a checkpoint in 2 minutes (state {})",
+                job.state.slurm_name()
+            );
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
@@ -143,7 +146,12 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
         resumed.attempts.len(),
         resumed
             .current_attempt()
-            .map(|a| a.allocation.iter().map(|n| n.node.as_str()).collect::<Vec<_>>().join(","))
+            .map(|a| a
+                .allocation
+                .iter()
+                .map(|n| n.node.as_str())
+                .collect::<Vec<_>>()
+                .join(","))
             .unwrap_or_default(),
         injected.elapsed().as_millis()
     ));
@@ -169,9 +177,17 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
     println!();
     print!(
         "{}",
-        acct_table(&jobs, Timestamp(when::now_ms()), &AcctOptions { attempts: true, noheader: false })
+        acct_table(
+            &jobs,
+            Timestamp(when::now_ms()),
+            &AcctOptions {
+                attempts: true,
+                noheader: false
+            }
+        )
     );
-    let output = std::fs::read_to_string(work.join(format!("train-{train_id}.out"))).unwrap_or_default();
+    let output =
+        std::fs::read_to_string(work.join(format!("train-{train_id}.out"))).unwrap_or_default();
     let resumed_line = output
         .lines()
         .find(|l| l.contains("resuming"))
@@ -260,7 +276,10 @@ async fn show_queue(client: &Cluster) -> anyhow::Result<()> {
         .await?;
     let jobs = super::queue::decode_jobs(&reply.jobs_json)?;
     println!();
-    print!("{}", queue_table(&jobs, Timestamp(reply.as_of_ms), &QueueOptions::default()));
+    print!(
+        "{}",
+        queue_table(&jobs, Timestamp(reply.as_of_ms), &QueueOptions::default())
+    );
     Ok(())
 }
 

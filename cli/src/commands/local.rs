@@ -293,11 +293,20 @@ fn start_agent(
         .arg(&state_dir)
         .arg("--checkpoint-root")
         .arg(dir.join("checkpoints"))
-        .args(["--cpus", &NODE_CPUS.to_string(), "--memory-mb", &NODE_MEMORY_MB.to_string()])
+        .args([
+            "--cpus",
+            &NODE_CPUS.to_string(),
+            "--memory-mb",
+            &NODE_MEMORY_MB.to_string(),
+        ])
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .envs(std::env::var("RUST_LOG").ok().map(|filter| ("RUST_LOG", filter)))
+        .envs(
+            std::env::var("RUST_LOG")
+                .ok()
+                .map(|filter| ("RUST_LOG", filter)),
+        )
         .process_group(0)
         .spawn()
         .with_context(|| format!("cannot start {}", agent.display()))?;

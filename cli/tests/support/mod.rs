@@ -65,7 +65,11 @@ impl LocalCluster {
             .arg(corrald_bin())
             .arg("--corral-agent")
             .arg(sibling("corral-agent"))
-            .args(if agents { &[][..] } else { &["--no-agents"][..] })
+            .args(if agents {
+                &[][..]
+            } else {
+                &["--no-agents"][..]
+            })
             .output()
             .unwrap();
         assert!(

@@ -75,9 +75,7 @@ async fn run(
     send: &mut quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), String> {
-    let hello: Option<AgentMessage> = read_frame(&mut recv)
-        .await
-        .map_err(|e| e.to_string())?;
+    let hello: Option<AgentMessage> = read_frame(&mut recv).await.map_err(|e| e.to_string())?;
     let Some(AgentMessage::Hello {
         node,
         boot_id,
