@@ -42,10 +42,14 @@ fn wait_job(
     }
 }
 
+/// Jobs run as their user: submit as the user running the tests (the agents
+/// run as that user too, or as root and switch to it).
 fn submit(cluster: &LocalCluster, path: &Path) -> String {
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let principal = format!("user-{}", me.trim());
     cluster
         .ok(
-            "user-corral-admin",
+            &principal,
             &["submit", "--parsable", path.to_str().unwrap()],
         )
         .trim()
@@ -84,7 +88,6 @@ fn a_gang_job_runs_with_slurms_environment() {
         format!("SLURMD_NODENAME={}", nodes[0]),
         "SLURM_NODEID=0".to_string(),
         "SLURM_PROCID=0".to_string(),
-        "SLURM_RESTART_COUNT=0".to_string(),
         "SLURM_GPUS_ON_NODE=8".to_string(),
         "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7".to_string(),
         "SLURM_JOB_PARTITION=gpu".to_string(),
