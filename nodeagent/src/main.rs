@@ -151,6 +151,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     gpu: event.gpu,
                     xid: Some(event.xid),
                     reason: format!("XID {}: {} {}", event.xid, class.meaning, event.detail),
+                    drain_node: matches!(class.action, XidAction::DrainNode),
                 });
             }
         });

@@ -123,6 +123,9 @@ pub enum AgentReport {
         xid: Option<u32>,
         /// What the agent saw.
         reason: String,
+        /// The fault needs the whole node out of service (e.g. XID 79: the GPU
+        /// fell off the bus; the node needs a reboot).
+        drain_node: bool,
     },
 }
 

@@ -132,7 +132,7 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
     })
     .await?;
     say(&format!(
-        "job {train_id} requeued {} ms after the XID (restart count {}); {} GPU {gpu} drained",
+        "job {train_id} requeued {} ms after the XID (restart count {}); {} GPU {gpu} marked failed and the node drained (XID 79 needs a reboot)",
         injected.elapsed().as_millis(),
         requeued.requeue_count,
         node.node

@@ -203,8 +203,13 @@ async fn handle(
             write(send, &ControllerMessage::HeartbeatAck { seq }).await
         }
         AgentMessage::Report { id, report } => {
-            let command = command_for(node, report);
-            match ctx.replica.propose(command).await {
+            let commands = commands_for(node, report);
+            match ctx
+                .replica
+                .propose_all(commands)
+                .await
+                .map(|mut results| results.pop().unwrap_or(Ok(corral_state::Outcome::Done)))
+            {
                 Ok(result) => {
                     if let Err(rejection) = result {
                         tracing::debug!(%node, "agent report refused: {rejection}");
@@ -223,9 +228,29 @@ async fn handle(
     }
 }
 
-fn command_for(node: &str, report: AgentReport) -> Command {
+/// The commands that record a report (one entry, so they commit together).
+fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
     let node = node.to_string();
     let at = clock::now();
+    let drain = match &report {
+        AgentReport::GpuFailed {
+            drain_node: true,
+            reason,
+            ..
+        } => Some(Command::DrainNode {
+            node: node.clone(),
+            reason: reason.clone(),
+            by: super::liveness::leader_actor(),
+            at,
+        }),
+        _ => None,
+    };
+    let mut commands = vec![command_for(node, report, at)];
+    commands.extend(drain);
+    commands
+}
+
+fn command_for(node: String, report: AgentReport, at: corral_state::time::Timestamp) -> Command {
     match report {
         AgentReport::Started { job, attempt } => Command::AttemptStarted {
             job,
@@ -263,7 +288,9 @@ fn command_for(node: &str, report: AgentReport) -> Command {
             path,
             at,
         },
-        AgentReport::GpuFailed { gpu, xid, reason } => Command::GpuFailed {
+        AgentReport::GpuFailed {
+            gpu, xid, reason, ..
+        } => Command::GpuFailed {
             node,
             gpu,
             xid,
