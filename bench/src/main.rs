@@ -3,7 +3,8 @@
 //!
 //! Subcommands: `state` (apply cost of the replicated state machine),
 //! `scheduler` (pass time of the scheduling policy), `raft` (commit throughput
-//! through replica processes) and `failover` (leader kill to next commit).
+//! through replica processes), `failover` (leader kill to next commit) and `xid`
+//! (XID injection to requeue and restart on a local cluster).
 
 mod failover_bench;
 mod figures;
@@ -13,6 +14,7 @@ mod replica_process;
 mod scheduler_bench;
 mod state_bench;
 mod synthetic_cluster;
+mod xid_bench;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +43,9 @@ enum Bench {
     /// Time from SIGKILL of the leader's process to the next committed write, and
     /// term changes while idle.
     Failover(failover_bench::FailoverArgs),
+    /// Time from an XID on a running 2-node job's GPU to its requeue being
+    /// committed and to its next attempt running (local cluster of processes).
+    Xid(xid_bench::XidArgs),
     /// One replica process (started by the raft and failover benchmarks).
     #[command(hide = true)]
     Replica(replica_process::ReplicaArgs),
@@ -53,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Scheduler(args) => scheduler_bench::run(&args),
         Bench::Raft(args) => raft_bench::run(&args),
         Bench::Failover(args) => failover_bench::run(&args),
+        Bench::Xid(args) => xid_bench::run(&args),
         Bench::Replica(args) => replica_process::run(&args),
     }
 }
