@@ -12,7 +12,9 @@ use corral_proto::agent::{
     AgentMessage, AgentReport, ControllerMessage, Launch, read_frame, write_frame,
 };
 use corral_state::Command;
+use corral_state::Outcome;
 use corral_state::job::{Job, JobState};
+use corral_state::rejection::Rejection;
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::Heartbeats;
@@ -204,27 +206,33 @@ async fn handle(
         }
         AgentMessage::Report { id, report } => {
             let commands = commands_for(node, report);
-            match ctx
-                .replica
-                .propose_all(commands)
-                .await
-                .map(|mut results| results.pop().unwrap_or(Ok(corral_state::Outcome::Done)))
-            {
-                Ok(result) => {
-                    if let Err(rejection) = result {
-                        tracing::debug!(%node, "agent report refused: {rejection}");
-                    }
-                    ctx.wake_scheduler.notify_one();
-                    write(send, &ControllerMessage::ReportDone { id }).await
-                }
-                Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
-                // Not acknowledged: the agent resends it (to whoever leads).
-                Err(e) => {
-                    tracing::warn!(%node, "agent report not committed: {e}");
-                    Ok(())
-                }
-            }
+            let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
+            ctx.wake_scheduler.notify_one();
+            write(send, &answer).await
         }
+    }
+}
+
+/// The answer to report `id` once its proposal has an outcome: `ReportDone` when
+/// it was committed (or refused: stale, or too large ever to commit), or the end
+/// of the session when it may not have been committed. The agent resends a
+/// report only on a new connection, so an unacknowledged report must end this one.
+fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMessage, String> {
+    match proposed {
+        Ok(results) => {
+            for rejection in results.iter().filter_map(|r| r.as_ref().err()) {
+                tracing::debug!(%node, "agent report refused: {rejection}");
+            }
+            Ok(ControllerMessage::ReportDone { id })
+        }
+        Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
+        Err(e @ ProposeError::TooLarge { .. }) => {
+            tracing::warn!(%node, "agent report dropped: {e}");
+            Ok(ControllerMessage::ReportDone { id })
+        }
+        Err(e) => Err(format!(
+            "agent report {id} not committed ({e}); the agent resends it on its next connection"
+        )),
     }
 }
 
@@ -363,4 +371,38 @@ fn message_for(
 
 async fn write(send: &mut quinn::SendStream, message: &ControllerMessage) -> Result<(), String> {
     write_frame(send, message).await.map_err(|e| e.to_string())
+}
+
+/// What a proposal of a report's commands came back with.
+type Results = Result<Vec<Result<Outcome, Rejection>>, ProposeError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_acknowledged_only_once_committed_or_refused() {
+        let done = Ok(ControllerMessage::ReportDone { id: 7 });
+        assert_eq!(report_answer("n1", 7, Ok(vec![Ok(Outcome::Done)])), done);
+        let stale = Rejection::StaleAttempt {
+            job: corral_state::ids::JobId(1),
+            got: 1,
+            live: Some(2),
+        };
+        assert_eq!(report_answer("n1", 7, Ok(vec![Err(stale)])), done);
+        assert_eq!(
+            report_answer("n1", 7, Err(ProposeError::TooLarge { bytes: 10, max: 1 })),
+            done
+        );
+        // Maybe not committed: no acknowledgement, and the session ends so that
+        // the agent resends the report (it resends only on a new connection).
+        for failure in [
+            ProposeError::Timeout(5_000),
+            ProposeError::Lost("gone".into()),
+            ProposeError::Unavailable("stopping".into()),
+            ProposeError::NotLeader { leader: None },
+        ] {
+            assert!(report_answer("n1", 7, Err(failure)).is_err());
+        }
+    }
 }
