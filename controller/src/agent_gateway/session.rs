@@ -17,7 +17,7 @@ use corral_state::job::{Job, JobState};
 use corral_state::rejection::Rejection;
 use tokio::sync::{Notify, mpsc, watch};
 
-use super::liveness::Heartbeats;
+use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
 use super::reconcile::{Instruction, SessionMemory, reconcile};
 use crate::clock;
 
@@ -35,6 +35,9 @@ pub struct SessionContext {
     pub kill_grace_ms: u64,
     /// Liveness table.
     pub heartbeats: Heartbeats,
+    /// Quorum confirmations of this replica's leadership: heartbeats are
+    /// acknowledged (renewing leases) only after one.
+    pub confirmation: LeaderConfirmation,
     /// Wakes the scheduler when a report frees resources.
     pub wake_scheduler: Arc<Notify>,
     /// Turns true when the controller stops.
@@ -162,12 +165,27 @@ async fn run(
     };
     let mut leadership = ctx.replica.leadership();
     let mut stopping = ctx.stopping.clone();
+    let mut confirmed = ctx.confirmation.subscribe();
+    let mut pending_acks = PendingAcks::new();
     let mut ticks = tokio::time::interval(RECONCILE_EVERY);
     let outcome = loop {
         tokio::select! {
             message = frames.recv() => {
                 let Some(message) = message else { break Err("the agent hung up".to_string()) };
-                if let Err(e) = handle(ctx, &node, message, &mut memory, send).await {
+                if let AgentMessage::Heartbeat { seq, running, .. } = message {
+                    ctx.heartbeats.beat(&node);
+                    memory.running = running.into_iter().collect();
+                    pending_acks.push_back((seq, tokio::time::Instant::now()));
+                } else if let Err(e) = handle(ctx, &node, message, send).await {
+                    break Err(e);
+                }
+            }
+            changed = confirmed.changed() => {
+                if changed.is_err() {
+                    break Ok(());
+                }
+                let at = *confirmed.borrow_and_update();
+                if let Err(e) = acknowledge(&mut pending_acks, at, send).await {
                     break Err(e);
                 }
             }
@@ -190,20 +208,30 @@ async fn run(
     outcome
 }
 
+/// Acknowledges the heartbeats received before the quorum confirmation that
+/// began at `confirmed`: each renews the agent's lease from when it was sent.
+async fn acknowledge(
+    pending: &mut PendingAcks,
+    confirmed: Option<tokio::time::Instant>,
+    send: &mut quinn::SendStream,
+) -> Result<(), String> {
+    for seq in acknowledgeable(pending, confirmed) {
+        write(send, &ControllerMessage::HeartbeatAck { seq }).await?;
+    }
+    Ok(())
+}
+
 async fn handle(
     ctx: &SessionContext,
     node: &str,
     message: AgentMessage,
-    memory: &mut SessionMemory,
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     ctx.heartbeats.beat(node);
     match message {
         AgentMessage::Hello { .. } => Err("a second hello on one connection".into()),
-        AgentMessage::Heartbeat { seq, running, .. } => {
-            memory.running = running.into_iter().collect();
-            write(send, &ControllerMessage::HeartbeatAck { seq }).await
-        }
+        // Heartbeats wait for a quorum confirmation (see `run`).
+        AgentMessage::Heartbeat { .. } => Ok(()),
         AgentMessage::Report { id, report } => {
             let commands = commands_for(node, report);
             let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
