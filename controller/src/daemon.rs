@@ -15,7 +15,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use crate::agent_gateway::AgentGateway;
-use crate::agent_gateway::liveness::Heartbeats;
+use crate::agent_gateway::liveness::{Heartbeats, LeaderConfirmation};
 use crate::agent_gateway::session::SessionContext;
 use crate::api::{ApiContext, ApiService};
 use crate::config::ControllerConfig;
@@ -121,6 +121,7 @@ impl Controller {
                 lease_ms: liveness.agent_lease_ms,
                 kill_grace_ms: KILL_WAIT_MS,
                 heartbeats: Heartbeats::default(),
+                confirmation: LeaderConfirmation::default(),
                 wake_scheduler: gateway_wake,
                 stopping: stop_loop.subscribe(),
             },

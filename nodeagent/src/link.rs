@@ -65,18 +65,14 @@ impl Lease {
         }
     }
 
-    /// True when a lease was held and has lapsed.
+    /// True when no lease is held now: never renewed, or not renewed within its
+    /// length. It stays lapsed until a leader renews it, so an attempt launched
+    /// after fencing (a launch can arrive before the next acknowledgement) is
+    /// fenced too.
     pub fn lapsed(&self) -> bool {
         self.inner
             .lock()
-            .is_ok_and(|l| l.renewed.is_some_and(|r| r.elapsed() > l.length))
-    }
-
-    /// Forget the lapsed lease (after fencing): nothing runs under it any more.
-    pub fn clear(&self) {
-        if let Ok(mut lease) = self.inner.lock() {
-            lease.renewed = None;
-        }
+            .map_or(true, |l| l.renewed.is_none_or(|r| r.elapsed() > l.length))
     }
 }
 
@@ -260,4 +256,25 @@ async fn session(
     reader.abort();
     connection.close(0u32.into(), b"agent reconnecting");
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_held_only_between_a_renewal_and_its_end() {
+        let lease = Lease::default();
+        assert!(lease.lapsed(), "never renewed: nothing may run under it");
+        lease.renew(Instant::now(), Duration::from_secs(10));
+        assert!(!lease.lapsed());
+        let old = Lease::default();
+        let Some(long_ago) = Instant::now().checked_sub(Duration::from_secs(11)) else {
+            return;
+        };
+        old.renew(long_ago, Duration::from_secs(10));
+        assert!(old.lapsed(), "a lapsed lease stays lapsed until renewed");
+        old.renew(Instant::now(), Duration::from_secs(10));
+        assert!(!old.lapsed());
+    }
 }

@@ -161,16 +161,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let (supervisor, lease) = (supervisor.clone(), lease.clone());
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(Duration::from_millis(100));
+            let mut fenced = false;
             loop {
                 ticks.tick().await;
-                if lease.lapsed() {
-                    if !supervisor.running().is_empty() {
+                if !lease.lapsed() {
+                    fenced = false;
+                } else if !supervisor.running().is_empty() {
+                    // Again on every tick while the lease stays lapsed: processes
+                    // slow to die, and attempts launched since, are killed too.
+                    if !fenced {
                         tracing::error!(
                             "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
                         );
-                        supervisor.fence();
                     }
-                    lease.clear();
+                    fenced = true;
+                    supervisor.fence();
                 }
             }
         });

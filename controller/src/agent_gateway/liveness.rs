@@ -2,8 +2,13 @@
 //! each node's last heartbeat, and the monitor that declares a node down through
 //! Raft once its agent's lease and a margin have passed without one. A new leader
 //! starts every node's clock afresh, so it gives each agent a full timeout.
+//!
+//! A heartbeat renews the agent's lease only once a quorum has confirmed this
+//! replica's leadership after it arrived (`LeaderConfirmation`): openraft does not
+//! make a leader cut off from the majority step down, and such a leader must not
+//! keep its agents' jobs running while the new leader requeues them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +44,81 @@ impl Heartbeats {
             last.clear();
         }
     }
+}
+
+/// When this replica's leadership was last confirmed by a quorum: the instant
+/// the latest successful confirmation began (every voter that answered it had
+/// not yet voted for a newer leader, so no newer leader began before then).
+#[derive(Debug, Clone)]
+pub struct LeaderConfirmation {
+    confirmed: Arc<watch::Sender<Option<Instant>>>,
+}
+
+impl Default for LeaderConfirmation {
+    fn default() -> Self {
+        LeaderConfirmation {
+            confirmed: Arc::new(watch::channel(None).0),
+        }
+    }
+}
+
+impl LeaderConfirmation {
+    /// Follows the confirmations.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Instant>> {
+        self.confirmed.subscribe()
+    }
+
+    fn confirmed_from(&self, start: Instant) {
+        self.confirmed.send_replace(Some(start));
+    }
+}
+
+/// How often the leader confirms its leadership for heartbeat acknowledgements.
+const CONFIRM_EVERY: Duration = Duration::from_millis(100);
+
+/// Confirms this replica's leadership with a quorum, over and over, while it
+/// leads. Runs until `stop` turns true.
+pub async fn confirm_leadership(
+    replica: Arc<Replica>,
+    confirmation: LeaderConfirmation,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if replica.leadership().borrow().is_self {
+            let start = Instant::now();
+            let confirmed = tokio::select! {
+                read = tokio::time::timeout(Duration::from_secs(2), replica.read(|_| ())) => matches!(read, Ok(Ok(()))),
+                _ = stop.changed() => return,
+            };
+            if confirmed {
+                confirmation.confirmed_from(start);
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(CONFIRM_EVERY) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Heartbeats received (sequence number, when) and not yet acknowledged.
+pub type PendingAcks = VecDeque<(u64, Instant)>;
+
+/// Takes out the heartbeats that may be acknowledged: those received before a
+/// quorum confirmation that began at `confirmed` (in arrival order).
+pub fn acknowledgeable(pending: &mut PendingAcks, confirmed: Option<Instant>) -> Vec<u64> {
+    let Some(confirmed) = confirmed else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    while let Some((seq, _)) = pending.front().filter(|(_, at)| *at <= confirmed) {
+        out.push(*seq);
+        pending.pop_front();
+    }
+    out
 }
 
 /// The leader's actor for commands it makes on its own.
@@ -118,5 +198,25 @@ pub async fn monitor(
                 Err(e) => tracing::warn!(%node, "node down not committed: {e}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_is_acknowledged_only_after_a_later_quorum_confirmation() {
+        let start = Instant::now();
+        let later = start + Duration::from_millis(50);
+        let mut pending = PendingAcks::from([(1, start), (2, later)]);
+        assert!(acknowledgeable(&mut pending, None).is_empty());
+        // A confirmation that began before heartbeat 2 arrived says nothing about
+        // whether this replica still led when it did.
+        assert_eq!(acknowledgeable(&mut pending, Some(start)), vec![1]);
+        assert_eq!(pending.len(), 1);
+        assert!(acknowledgeable(&mut pending, Some(later - Duration::from_millis(1))).is_empty());
+        assert_eq!(acknowledgeable(&mut pending, Some(later)), vec![2]);
+        assert!(pending.is_empty());
     }
 }

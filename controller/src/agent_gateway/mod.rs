@@ -25,6 +25,7 @@ pub struct AgentGateway {
     endpoint: quinn::Endpoint,
     accept: JoinHandle<()>,
     monitor: JoinHandle<()>,
+    confirm: JoinHandle<()>,
 }
 
 impl AgentGateway {
@@ -46,6 +47,11 @@ impl AgentGateway {
             Arc::clone(&ctx.replica),
             ctx.heartbeats.clone(),
             down_after,
+            ctx.stopping.clone(),
+        ));
+        let confirm = tokio::spawn(liveness::confirm_leadership(
+            Arc::clone(&ctx.replica),
+            ctx.confirmation.clone(),
             ctx.stopping.clone(),
         ));
         let accept = {
@@ -72,6 +78,7 @@ impl AgentGateway {
             endpoint,
             accept,
             monitor,
+            confirm,
         })
     }
 
@@ -81,6 +88,7 @@ impl AgentGateway {
         self.endpoint.close(0u32.into(), b"controller stopping");
         let _ = self.accept.await;
         let _ = self.monitor.await;
+        let _ = self.confirm.await;
         let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
     }
 }

@@ -12,10 +12,12 @@ use corral_proto::agent::{
     AgentMessage, AgentReport, ControllerMessage, Launch, read_frame, write_frame,
 };
 use corral_state::Command;
+use corral_state::Outcome;
 use corral_state::job::{Job, JobState};
+use corral_state::rejection::Rejection;
 use tokio::sync::{Notify, mpsc, watch};
 
-use super::liveness::Heartbeats;
+use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
 use super::reconcile::{Instruction, SessionMemory, reconcile};
 use crate::clock;
 
@@ -33,6 +35,9 @@ pub struct SessionContext {
     pub kill_grace_ms: u64,
     /// Liveness table.
     pub heartbeats: Heartbeats,
+    /// Quorum confirmations of this replica's leadership: heartbeats are
+    /// acknowledged (renewing leases) only after one.
+    pub confirmation: LeaderConfirmation,
     /// Wakes the scheduler when a report frees resources.
     pub wake_scheduler: Arc<Notify>,
     /// Turns true when the controller stops.
@@ -160,12 +165,27 @@ async fn run(
     };
     let mut leadership = ctx.replica.leadership();
     let mut stopping = ctx.stopping.clone();
+    let mut confirmed = ctx.confirmation.subscribe();
+    let mut pending_acks = PendingAcks::new();
     let mut ticks = tokio::time::interval(RECONCILE_EVERY);
     let outcome = loop {
         tokio::select! {
             message = frames.recv() => {
                 let Some(message) = message else { break Err("the agent hung up".to_string()) };
-                if let Err(e) = handle(ctx, &node, message, &mut memory, send).await {
+                if let AgentMessage::Heartbeat { seq, running, .. } = message {
+                    ctx.heartbeats.beat(&node);
+                    memory.running = running.into_iter().collect();
+                    pending_acks.push_back((seq, tokio::time::Instant::now()));
+                } else if let Err(e) = handle(ctx, &node, message, send).await {
+                    break Err(e);
+                }
+            }
+            changed = confirmed.changed() => {
+                if changed.is_err() {
+                    break Ok(());
+                }
+                let at = *confirmed.borrow_and_update();
+                if let Err(e) = acknowledge(&mut pending_acks, at, send).await {
                     break Err(e);
                 }
             }
@@ -188,43 +208,59 @@ async fn run(
     outcome
 }
 
+/// Acknowledges the heartbeats received before the quorum confirmation that
+/// began at `confirmed`: each renews the agent's lease from when it was sent.
+async fn acknowledge(
+    pending: &mut PendingAcks,
+    confirmed: Option<tokio::time::Instant>,
+    send: &mut quinn::SendStream,
+) -> Result<(), String> {
+    for seq in acknowledgeable(pending, confirmed) {
+        write(send, &ControllerMessage::HeartbeatAck { seq }).await?;
+    }
+    Ok(())
+}
+
 async fn handle(
     ctx: &SessionContext,
     node: &str,
     message: AgentMessage,
-    memory: &mut SessionMemory,
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     ctx.heartbeats.beat(node);
     match message {
         AgentMessage::Hello { .. } => Err("a second hello on one connection".into()),
-        AgentMessage::Heartbeat { seq, running, .. } => {
-            memory.running = running.into_iter().collect();
-            write(send, &ControllerMessage::HeartbeatAck { seq }).await
-        }
+        // Heartbeats wait for a quorum confirmation (see `run`).
+        AgentMessage::Heartbeat { .. } => Ok(()),
         AgentMessage::Report { id, report } => {
             let commands = commands_for(node, report);
-            match ctx
-                .replica
-                .propose_all(commands)
-                .await
-                .map(|mut results| results.pop().unwrap_or(Ok(corral_state::Outcome::Done)))
-            {
-                Ok(result) => {
-                    if let Err(rejection) = result {
-                        tracing::debug!(%node, "agent report refused: {rejection}");
-                    }
-                    ctx.wake_scheduler.notify_one();
-                    write(send, &ControllerMessage::ReportDone { id }).await
-                }
-                Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
-                // Not acknowledged: the agent resends it (to whoever leads).
-                Err(e) => {
-                    tracing::warn!(%node, "agent report not committed: {e}");
-                    Ok(())
-                }
-            }
+            let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
+            ctx.wake_scheduler.notify_one();
+            write(send, &answer).await
         }
+    }
+}
+
+/// The answer to report `id` once its proposal has an outcome: `ReportDone` when
+/// it was committed (or refused: stale, or too large ever to commit), or the end
+/// of the session when it may not have been committed. The agent resends a
+/// report only on a new connection, so an unacknowledged report must end this one.
+fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMessage, String> {
+    match proposed {
+        Ok(results) => {
+            for rejection in results.iter().filter_map(|r| r.as_ref().err()) {
+                tracing::debug!(%node, "agent report refused: {rejection}");
+            }
+            Ok(ControllerMessage::ReportDone { id })
+        }
+        Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
+        Err(e @ ProposeError::TooLarge { .. }) => {
+            tracing::warn!(%node, "agent report dropped: {e}");
+            Ok(ControllerMessage::ReportDone { id })
+        }
+        Err(e) => Err(format!(
+            "agent report {id} not committed ({e}); the agent resends it on its next connection"
+        )),
     }
 }
 
@@ -363,4 +399,38 @@ fn message_for(
 
 async fn write(send: &mut quinn::SendStream, message: &ControllerMessage) -> Result<(), String> {
     write_frame(send, message).await.map_err(|e| e.to_string())
+}
+
+/// What a proposal of a report's commands came back with.
+type Results = Result<Vec<Result<Outcome, Rejection>>, ProposeError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_acknowledged_only_once_committed_or_refused() {
+        let done = Ok(ControllerMessage::ReportDone { id: 7 });
+        assert_eq!(report_answer("n1", 7, Ok(vec![Ok(Outcome::Done)])), done);
+        let stale = Rejection::StaleAttempt {
+            job: corral_state::ids::JobId(1),
+            got: 1,
+            live: Some(2),
+        };
+        assert_eq!(report_answer("n1", 7, Ok(vec![Err(stale)])), done);
+        assert_eq!(
+            report_answer("n1", 7, Err(ProposeError::TooLarge { bytes: 10, max: 1 })),
+            done
+        );
+        // Maybe not committed: no acknowledgement, and the session ends so that
+        // the agent resends the report (it resends only on a new connection).
+        for failure in [
+            ProposeError::Timeout(5_000),
+            ProposeError::Lost("gone".into()),
+            ProposeError::Unavailable("stopping".into()),
+            ProposeError::NotLeader { leader: None },
+        ] {
+            assert!(report_answer("n1", 7, Err(failure)).is_err());
+        }
+    }
 }
