@@ -243,6 +243,11 @@ async fn session(
                 }
             }
             _ = beats.tick() => {
+                if lease.lapsed() {
+                    // Fenced: start over, so the hello tells the leader which
+                    // attempts no longer run here.
+                    break Ok(Ended::Lost);
+                }
                 seq += 1;
                 sent_at.insert(seq, Instant::now());
                 let beat = AgentMessage::Heartbeat { seq, running: supervisor.running(), gpus: health() };

@@ -46,6 +46,10 @@ struct Running {
     checkpoint_dir: PathBuf,
     last_checkpoint_step: Option<u64>,
     killing: bool,
+    /// Killed because the lease lapsed: its end is not reported. The next hello
+    /// leaves it out of the running attempts, so the leader fails it over (a
+    /// node failure: requeued) rather than recording an exit.
+    fenced: bool,
 }
 
 /// The attempts of this node.
@@ -119,6 +123,7 @@ impl Supervisor {
             checkpoint_dir: checkpoint_dir.clone(),
             last_checkpoint_step: launch.job.last_checkpoint.as_ref().map(|c| c.step),
             killing: false,
+            fenced: false,
         };
         if !batch {
             // Other ranks start through steps (srun); the allocation is ready.
@@ -236,12 +241,14 @@ impl Supervisor {
             let group = process.pid() as i32;
             let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
             wait_group_gone(group).await;
-            this.remove(key);
-            this.outbox.push(AgentReport::BatchExited {
-                job: key.0,
-                attempt: key.1,
-                status,
-            });
+            let fenced = this.take(key).is_some_and(|r| r.fenced);
+            if !fenced {
+                this.outbox.push(AgentReport::BatchExited {
+                    job: key.0,
+                    attempt: key.1,
+                    status,
+                });
+            }
         });
     }
 
@@ -312,27 +319,21 @@ impl Supervisor {
         let groups: Vec<i32> = self
             .attempts
             .lock()
-            .map(|a| a.values().filter_map(|r| r.group).collect())
+            .map(|mut a| {
+                a.values_mut()
+                    .filter_map(|r| {
+                        r.fenced = true;
+                        r.group
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         for group in groups {
             let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
         }
-        let non_batch: Vec<AttemptKey> = self
-            .attempts
-            .lock()
-            .map(|a| {
-                a.iter()
-                    .filter(|(_, r)| r.group.is_none())
-                    .map(|(k, _)| *k)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for key in non_batch {
-            self.remove(key);
-            self.outbox.push(AgentReport::Released {
-                job: key.0,
-                attempt: key.1,
-            });
+        // Ranks without processes here are simply forgotten (not reported).
+        if let Ok(mut attempts) = self.attempts.lock() {
+            attempts.retain(|_, r| r.group.is_some());
         }
     }
 
@@ -378,6 +379,10 @@ impl Supervisor {
         if let Ok(mut attempts) = self.attempts.lock() {
             attempts.insert(key, running);
         }
+    }
+
+    fn take(&self, key: AttemptKey) -> Option<Running> {
+        self.attempts.lock().ok()?.remove(&key)
     }
 
     fn remove(&self, key: AttemptKey) {
