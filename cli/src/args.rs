@@ -115,7 +115,14 @@ pub enum Command {
         #[command(subcommand)]
         action: LocalAction,
     },
-    /// Create sbatch, squeue, scancel, sinfo, sacct (and srun) links to this binary in DIR.
+    /// Slurm's scontrol (reached through a link named `scontrol`): `corral scontrol -- ARGS`.
+    #[command(hide = true, disable_help_flag = true)]
+    Scontrol {
+        /// scontrol's own arguments, parsed by hand (`scontrol --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol (and srun) links to this binary in DIR.
     Shims {
         /// Where to put the links (e.g. ~/bin).
         dir: PathBuf,

@@ -1,7 +1,7 @@
 //! corral: the user's command-line client. Submit, queue, cancel, nodes, acct,
 //! show, wait, admin over gRPC to any controller; `corral certs` and `corral
-//! local` for local clusters. Invoked as `sbatch`, `squeue`, `scancel`, `sinfo` or
-//! `sacct` it behaves as that Slurm command.
+//! local` for local clusters. Invoked as `sbatch`, `squeue`, `scancel`, `sinfo`,
+//! `sacct` or `scontrol` it behaves as that Slurm command.
 
 mod admin_args;
 mod args;

@@ -1,12 +1,16 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
-//! `scancel`, `sinfo`, `sacct` or `srun`, corral behaves as that command for its
-//! common options, by rewriting the command line into the matching subcommand.
+//! `scancel`, `sinfo`, `sacct`, `scontrol` or `srun`, corral behaves as that
+//! command for its common options, by rewriting the command line into the
+//! matching subcommand. `scontrol`'s arguments follow a `--`, so they reach its
+//! own parser untouched.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The names `corral shims` links.
-pub const SHIM_NAMES: [&str; 6] = ["sbatch", "squeue", "scancel", "sinfo", "sacct", "srun"];
+pub const SHIM_NAMES: [&str; 7] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun",
+];
 
 /// The command line as corral reads it: unchanged when invoked as `corral`,
 /// rewritten to the subcommand when invoked under a Slurm name. `Err` carries a
@@ -20,12 +24,13 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         .and_then(|n| n.to_str())
         .unwrap_or("corral")
         .to_string();
-    let subcommand = match name.as_str() {
-        "sbatch" => "submit",
-        "squeue" => "queue",
-        "scancel" => "cancel",
-        "sinfo" => "nodes",
-        "sacct" => "acct",
+    let subcommand: &[&str] = match name.as_str() {
+        "sbatch" => &["submit"],
+        "squeue" => &["queue"],
+        "scancel" => &["cancel"],
+        "sinfo" => &["nodes"],
+        "sacct" => &["acct"],
+        "scontrol" => &["scontrol", "--"],
         "srun" => {
             return Err(
                 "srun: job steps run through the node agent, which is not built yet in corral; \
@@ -35,7 +40,8 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         }
         _ => return Ok(args),
     };
-    let mut rewritten = vec![OsString::from("corral"), OsString::from(subcommand)];
+    let mut rewritten = vec![OsString::from("corral")];
+    rewritten.extend(subcommand.iter().map(OsString::from));
     rewritten.extend(args.into_iter().skip(1));
     Ok(rewritten)
 }
@@ -62,10 +68,30 @@ mod tests {
             rewrite(os(&["corral", "queue"])).unwrap(),
             os(&["corral", "queue"])
         );
+        assert_eq!(
+            rewrite(os(&["/opt/bin/scontrol", "-o", "show", "job", "12"])).unwrap(),
+            os(&["corral", "scontrol", "--", "-o", "show", "job", "12"])
+        );
+        assert_eq!(
+            rewrite(os(&["scontrol", "--help"])).unwrap(),
+            os(&["corral", "scontrol", "--", "--help"])
+        );
         assert!(
             rewrite(os(&["srun", "hostname"]))
                 .unwrap_err()
                 .contains("node agent")
         );
+    }
+
+    #[test]
+    fn scontrol_arguments_reach_its_parser_untouched() {
+        use clap::Parser;
+        let argv = rewrite(os(&["scontrol", "--json", "-h", "show", "job", "1"])).unwrap();
+        let cli = crate::args::Cli::try_parse_from(argv).unwrap();
+        let crate::args::Command::Scontrol { args } = cli.command else {
+            panic!("not scontrol: {:?}", cli.command);
+        };
+        assert_eq!(args, ["--json", "-h", "show", "job", "1"]);
+        assert!(!cli.global.json);
     }
 }

@@ -15,7 +15,7 @@ use crate::format::show_job;
 use crate::when;
 
 /// Hold, release or requeue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Hold a pending job.
     Hold,
@@ -28,12 +28,7 @@ pub enum Action {
 /// `corral show job N`.
 pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Result<ExitCode> {
     let ShowWhat::Job { job } = what;
-    let reply = cluster
-        .call(Retry::Idempotent, |mut c| async move {
-            c.get_job(GetJobRequest { job_id: job }).await
-        })
-        .await?;
-    let record: Job = records::decode("job", &reply.job_json)?;
+    let (record, script) = fetch(cluster, job).await?;
     let explanation = if matches!(record.state, JobState::Pending | JobState::RequeueHold) {
         cluster
             .call(Retry::Idempotent, |mut c| async move {
@@ -48,11 +43,11 @@ pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Resu
     if json {
         super::print_json(&serde_json::json!({
             "job": record,
-            "script": reply.script,
+            "script": script,
             "explanation": explanation,
         }))?;
     } else {
-        let script = (!reply.script.is_empty()).then_some(reply.script.as_str());
+        let script = (!script.is_empty()).then_some(script.as_str());
         print!(
             "{}",
             show_job(
@@ -64,6 +59,17 @@ pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Resu
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One job's record and its batch script (empty when not kept).
+pub async fn fetch(cluster: &Cluster, job: u64) -> anyhow::Result<(Job, String)> {
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.get_job(GetJobRequest { job_id: job }).await
+        })
+        .await?;
+    let record: Job = records::decode("job", &reply.job_json)?;
+    Ok((record, reply.script))
 }
 
 /// Hold, release or requeue one job.

@@ -11,6 +11,7 @@ mod jobs;
 pub mod local;
 mod nodes;
 mod queue;
+mod scontrol;
 mod shims;
 mod submit;
 mod wait;
@@ -55,6 +56,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),
         Command::Local { action } => local::run(action, global.json).await,
+        Command::Scontrol { args } => scontrol::run(&args, &global).await,
         Command::Shims { dir } => shims::run(&dir),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "corral", &mut std::io::stdout());

@@ -1,0 +1,114 @@
+//! `scontrol` as job scripts use it (reached through a link named `scontrol`):
+//! `show hostnames`/`show hostlist` with no cluster, `show job` and the job
+//! controls over the usual connection, and `update` refused with what to do
+//! instead. Errors print as scontrol's, with corral's exit statuses.
+
+mod hosts;
+mod parse;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use corral_state::time::Timestamp;
+
+use self::parse::{Request, USAGE};
+use super::jobs;
+use crate::args::GlobalArgs;
+use crate::connection::{Cluster, ClusterSettings};
+use crate::exit;
+use crate::format::show_job;
+use crate::when;
+
+/// Why `scontrol update` is refused.
+const UPDATE_UNSUPPORTED: &str = "scontrol update is not supported: corral cannot change a \
+     job after submission yet. Supported: scontrol hold, release and requeue JOBID; to change \
+     a job's options, scancel it and submit it again with the new ones";
+
+/// Runs `scontrol ARGS`.
+pub async fn run(args: &[String], global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let request = match parse::parse(args) {
+        Ok(request) => request,
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            eprintln!("(scontrol --help lists what corral's scontrol does)");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
+    match execute(request, global).await {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("scontrol: error: {e:#}");
+            Ok(ExitCode::from(exit::code_for(&e)))
+        }
+    }
+}
+
+async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let connect = || -> anyhow::Result<Cluster> {
+        let settings = ClusterSettings::resolve(&global.cluster_flags())
+            .context("scontrol finds the cluster through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY")?;
+        Cluster::new(settings)
+    };
+    match request {
+        Request::Help => print!("{USAGE}"),
+        Request::Hostnames(list) => {
+            let nodelist = std::env::var("SLURM_JOB_NODELIST").ok();
+            print!(
+                "{}",
+                hosts::hostnames(list.as_deref(), nodelist.as_deref())?
+            );
+        }
+        Request::Hostlist { list, sorted } => println!("{}", hosts::hostlist(&list, sorted)?),
+        Request::ShowJob { job, oneliner } => {
+            let (record, _script) = jobs::fetch(&connect()?, job).await?;
+            let text = show_job(&record, None, None, Timestamp(when::now_ms()));
+            if oneliner {
+                println!("{}", one_line(&text));
+            } else {
+                print!("{text}");
+            }
+        }
+        Request::Control { action, jobs } => return control(&connect()?, action, &jobs).await,
+        Request::Update => {
+            eprintln!("scontrol: error: {UPDATE_UNSUPPORTED}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each job in turn, as scontrol does: one refusal does not stop the others; the
+/// status is the first failure's.
+async fn control(cluster: &Cluster, action: jobs::Action, ids: &[u64]) -> anyhow::Result<ExitCode> {
+    let mut status = None;
+    for &id in ids {
+        if let Err(e) = jobs::control(cluster, id, action, false).await {
+            eprintln!("scontrol: error: job {id}: {e:#}");
+            status.get_or_insert(exit::code_for(&e));
+        }
+    }
+    Ok(status.map_or(ExitCode::SUCCESS, ExitCode::from))
+}
+
+/// `show job -o`: the `Key=Value` lines joined by single spaces.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_joins_the_indented_lines() {
+        assert_eq!(
+            one_line("JobId=1 JobName=x\n   UserId=a(1) GroupId=1\n   JobState=PENDING\n"),
+            "JobId=1 JobName=x UserId=a(1) GroupId=1 JobState=PENDING"
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! scontrol's command line, parsed by hand: it is not getopt-style past its
+//! options. Options (`-o`/`--oneliner`, `-d`, `-Q`, `-h`) may appear anywhere;
+//! then a command word and its arguments, keywords case-insensitive, an
+//! entity's value either the next word or after `=` (`show job 12`,
+//! `show jobid=12`).
+
+use std::fmt;
+
+use crate::commands::jobs::Action;
+
+/// What the commands corral's scontrol serves, for error messages.
+pub const SUPPORTED: &str =
+    "show hostnames, show hostlist, show job, hold, uhold, release, requeue";
+
+/// `scontrol --help`.
+pub const USAGE: &str = "\
+scontrol (corral): the part of Slurm's scontrol that job scripts use.
+
+  scontrol show hostnames [LIST]   one host per line (LIST: $SLURM_JOB_NODELIST by default)
+  scontrol show hostlist NAMES     host names as a hostlist expression (hostlistsorted: sorted)
+  scontrol [-o] show job ID        a job's fields (-o: all on one line)
+  scontrol hold|uhold|release|requeue ID[,ID...]
+
+Options: -o/--oneliner; -d/--details and -Q/--quiet are accepted and change nothing.
+The cluster is found through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY
+(or the client config file); `show hostnames` and `show hostlist` need no cluster.
+";
+
+/// One scontrol invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `-h`, `--help`, `help`.
+    Help,
+    /// `show hostnames [LIST]`: `None` means `$SLURM_JOB_NODELIST`.
+    Hostnames(Option<String>),
+    /// `show hostlist LIST` (in the order given) or `show hostlistsorted LIST`.
+    Hostlist { list: String, sorted: bool },
+    /// `show job ID`.
+    ShowJob { job: u64, oneliner: bool },
+    /// `hold`, `uhold`, `release` or `requeue` of a job list.
+    Control { action: Action, jobs: Vec<u64> },
+    /// `update ...`: recognised so that it can be refused with an explanation.
+    Update,
+}
+
+/// A command line scontrol cannot make sense of (exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError(message.into())
+}
+
+/// Parses the arguments after `scontrol`.
+pub fn parse(args: &[String]) -> Result<Request, UsageError> {
+    let mut oneliner = false;
+    let mut help = false;
+    let mut words: Vec<&str> = Vec::new();
+    let mut options_done = false;
+    for arg in args {
+        if options_done || !arg.starts_with('-') || arg == "-" {
+            words.push(arg);
+            continue;
+        }
+        match arg.as_str() {
+            "--" => options_done = true,
+            "--oneliner" => oneliner = true,
+            "--details" | "--quiet" => {}
+            "--help" | "--usage" => help = true,
+            long if long.starts_with("--") => return Err(unknown_option(long)),
+            short => {
+                for c in short.chars().skip(1) {
+                    match c {
+                        'o' => oneliner = true,
+                        'd' | 'Q' => {}
+                        'h' => help = true,
+                        _ => return Err(unknown_option(&format!("-{c}"))),
+                    }
+                }
+            }
+        }
+    }
+    if help {
+        return Ok(Request::Help);
+    }
+    let Some((command, rest)) = words.split_first() else {
+        return Err(usage(format!(
+            "no command given (corral's scontrol has no interactive mode); supported: {SUPPORTED}"
+        )));
+    };
+    let command = command.to_ascii_lowercase();
+    match command.as_str() {
+        "show" => parse_show(rest, oneliner),
+        "hold" | "uhold" => parse_control(&command, Action::Hold, rest),
+        "release" => parse_control(&command, Action::Release, rest),
+        "requeue" => parse_control(&command, Action::Requeue, rest),
+        "update" => Ok(Request::Update),
+        "help" => Ok(Request::Help),
+        _ => Err(usage(format!(
+            "'{command}' is not a command corral's scontrol supports; supported: {SUPPORTED}"
+        ))),
+    }
+}
+
+fn unknown_option(option: &str) -> UsageError {
+    usage(format!(
+        "unknown option '{option}'; scontrol takes -o/--oneliner, -d/--details, -Q/--quiet and -h/--help"
+    ))
+}
+
+/// `show ENTITY [VALUE]` or `show ENTITY=VALUE`.
+fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
+    let Some((first, rest)) = words.split_first() else {
+        return Err(usage(
+            "show what? corral's scontrol shows job ID, hostnames [LIST] and hostlist NAMES",
+        ));
+    };
+    let (entity, inline) = match first.split_once('=') {
+        Some((entity, value)) => (entity, Some(value).filter(|v| !v.is_empty())),
+        None => (*first, None),
+    };
+    let entity = entity.to_ascii_lowercase();
+    let values: Vec<&str> = inline.into_iter().chain(rest.iter().copied()).collect();
+    let value = match values.as_slice() {
+        [] => None,
+        [value] => Some(*value),
+        [_, extra, ..] => {
+            return Err(usage(format!(
+                "unexpected '{extra}' after 'show {entity}': it takes one argument"
+            )));
+        }
+    };
+    match entity.as_str() {
+        "hostnames" | "hostname" => Ok(Request::Hostnames(value.map(String::from))),
+        "hostlist" | "hostlistsorted" => {
+            let list = value.ok_or_else(|| {
+                usage(format!(
+                    "show {entity} needs host names, e.g. scontrol show {entity} gpu01,gpu02"
+                ))
+            })?;
+            Ok(Request::Hostlist {
+                list: list.to_string(),
+                sorted: entity == "hostlistsorted",
+            })
+        }
+        "job" | "jobs" | "jobid" => {
+            let text = value.ok_or_else(|| {
+                usage(
+                    "show job needs a job id (e.g. scontrol show job $SLURM_JOB_ID); \
+                     to list jobs use squeue",
+                )
+            })?;
+            Ok(Request::ShowJob {
+                job: job_id(text)?,
+                oneliner,
+            })
+        }
+        _ => Err(usage(format!(
+            "scontrol show {entity} is not supported by corral; show supports job, hostnames \
+             and hostlist (for nodes and partitions use sinfo)"
+        ))),
+    }
+}
+
+/// `hold 12,13`, `hold 12 13`.
+fn parse_control(command: &str, action: Action, words: &[&str]) -> Result<Request, UsageError> {
+    let jobs = words
+        .iter()
+        .flat_map(|word| word.split(','))
+        .filter(|piece| !piece.is_empty())
+        .map(job_id)
+        .collect::<Result<Vec<_>, _>>()?;
+    if jobs.is_empty() {
+        return Err(usage(format!(
+            "{command} needs job ids, e.g. scontrol {command} 12,13"
+        )));
+    }
+    Ok(Request::Control { action, jobs })
+}
+
+fn job_id(text: &str) -> Result<u64, UsageError> {
+    if let Ok(id) = text.parse::<u64>() {
+        return Ok(id);
+    }
+    if text.contains('_') {
+        return Err(usage(format!(
+            "'{text}' is an array task; corral's scontrol takes the task's own job id \
+             (the JOBID squeue shows for it)"
+        )));
+    }
+    Err(usage(format!(
+        "'{text}' is not a job id; give a number such as 12"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_words(line: &str) -> Result<Request, UsageError> {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        parse(&args)
+    }
+
+    fn ok(line: &str) -> Request {
+        parse_words(line).unwrap()
+    }
+
+    fn err(line: &str) -> String {
+        parse_words(line).unwrap_err().0
+    }
+
+    fn show_job(job: u64, oneliner: bool) -> Request {
+        Request::ShowJob { job, oneliner }
+    }
+
+    #[test]
+    fn show_job_in_every_spelling() {
+        for line in [
+            "show job 12",
+            "show jobid 12",
+            "show jobs 12",
+            "show job=12",
+            "show jobid=12",
+            "show JobId=12",
+            "SHOW JOB 12",
+            "Show Job 12",
+            "show jobid= 12",
+        ] {
+            assert_eq!(ok(line), show_job(12, false), "{line}");
+        }
+    }
+
+    #[test]
+    fn oneliner_anywhere() {
+        for line in [
+            "-o show job 12",
+            "--oneliner show job 12",
+            "show job 12 -o",
+            "-do show job 12",
+            "-d -Q show -o job=12",
+        ] {
+            assert_eq!(ok(line), show_job(12, true), "{line}");
+        }
+        assert_eq!(ok("-d show job 12"), show_job(12, false));
+    }
+
+    #[test]
+    fn hostnames_with_and_without_a_list() {
+        assert_eq!(
+            ok("show hostnames gpu[01-03],login1"),
+            Request::Hostnames(Some("gpu[01-03],login1".into()))
+        );
+        assert_eq!(ok("show hostnames"), Request::Hostnames(None));
+        assert_eq!(ok("Show HostNames"), Request::Hostnames(None));
+        assert_eq!(
+            ok("show hostname n1"),
+            Request::Hostnames(Some("n1".into()))
+        );
+        assert_eq!(
+            ok("show hostnames=n1"),
+            Request::Hostnames(Some("n1".into()))
+        );
+    }
+
+    #[test]
+    fn hostlist_plain_and_sorted() {
+        assert_eq!(
+            ok("show hostlist a,b,c"),
+            Request::Hostlist {
+                list: "a,b,c".into(),
+                sorted: false
+            }
+        );
+        assert_eq!(
+            ok("show HOSTLISTSORTED b,a"),
+            Request::Hostlist {
+                list: "b,a".into(),
+                sorted: true
+            }
+        );
+        assert!(err("show hostlist").contains("needs host names"));
+    }
+
+    #[test]
+    fn job_controls_take_lists() {
+        let control = |action, jobs: &[u64]| Request::Control {
+            action,
+            jobs: jobs.to_vec(),
+        };
+        assert_eq!(ok("hold 12"), control(Action::Hold, &[12]));
+        assert_eq!(ok("UHOLD 12"), control(Action::Hold, &[12]));
+        assert_eq!(ok("release 12,13"), control(Action::Release, &[12, 13]));
+        assert_eq!(
+            ok("Requeue 12,13 14"),
+            control(Action::Requeue, &[12, 13, 14])
+        );
+        assert_eq!(ok("requeue 12,"), control(Action::Requeue, &[12]));
+    }
+
+    #[test]
+    fn update_help_and_no_command() {
+        assert_eq!(ok("update JobId=12 TimeLimit=10"), Request::Update);
+        assert_eq!(ok("UPDATE"), Request::Update);
+        assert_eq!(ok("help"), Request::Help);
+        assert_eq!(ok("-h"), Request::Help);
+        assert_eq!(ok("--help show job 1"), Request::Help);
+        assert!(err("").contains("no command given"));
+    }
+
+    #[test]
+    fn unknown_commands_list_the_supported_ones() {
+        let message = err("reconfigure");
+        assert!(message.contains("'reconfigure'"), "{message}");
+        assert!(message.contains(SUPPORTED), "{message}");
+        assert!(err("requeuehold 12").contains(SUPPORTED));
+        assert!(err("show node n1").contains("not supported"));
+        assert!(err("show").contains("show what"));
+    }
+
+    #[test]
+    fn bad_job_ids_and_options_are_refused() {
+        assert!(err("show job").contains("needs a job id"));
+        assert!(err("show job=").contains("needs a job id"));
+        assert!(err("show job abc").contains("'abc' is not a job id"));
+        assert!(err("show job 12_3").contains("array task"));
+        assert!(err("show job 12 13").contains("unexpected '13'"));
+        assert!(err("show job=12 13").contains("unexpected '13'"));
+        assert!(err("hold").contains("hold needs job ids"));
+        assert!(err("hold 12,x").contains("'x' is not a job id"));
+        assert!(err("requeue Incomplete 12").contains("'Incomplete'"));
+        assert!(err("-M other show job 1").contains("unknown option '-M'"));
+        assert!(err("--json show job 1").contains("unknown option '--json'"));
+        assert!(err("hold -5").contains("unknown option"));
+    }
+
+    #[test]
+    fn double_dash_ends_options() {
+        assert!(err("-- -o show job 1").contains("'-o' is not a command"));
+    }
+}
