@@ -164,6 +164,9 @@ async fn session(
         .await
         .context("connecting timed out")??;
     let (mut send, mut recv) = connection.open_bi().await?;
+    // The leader starts this node's liveness clock when the hello arrives, so the
+    // lease counts from before it was sent.
+    let hello_sent = Instant::now();
     write_frame(
         &mut send,
         &AgentMessage::Hello {
@@ -196,7 +199,7 @@ async fn session(
         other => bail!("unexpected first answer {other:?}"),
     };
     tracing::info!(%address, "connected to the leader");
-    lease.renew(Instant::now(), lease_length);
+    lease.renew(hello_sent, lease_length);
     outbox.reconnected();
 
     let (frames_tx, mut frames) = mpsc::channel::<ControllerMessage>(256);

@@ -137,7 +137,9 @@ pub async fn monitor(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
-    let mut leading_since: Option<Instant> = None;
+    // The term this replica leads in, and since when (a lost and regained
+    // leadership is a new term even if the watch coalesced the changes).
+    let mut leading: Option<(u64, Instant)> = None;
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {
@@ -148,21 +150,23 @@ pub async fn monitor(
         if *stop.borrow() {
             return;
         }
-        let leads = leadership.borrow().is_self;
-        match (leads, leading_since) {
+        let (leads, term) = {
+            let l = leadership.borrow();
+            (l.is_self, l.term)
+        };
+        let since = match (leads, leading) {
             (false, _) => {
-                leading_since = None;
+                leading = None;
                 continue;
             }
-            (true, None) => {
+            (true, Some((led, since))) if led == term => since,
+            (true, _) => {
                 // A new term: every node gets a full timeout from now.
                 heartbeats.forget_all();
-                leading_since = Some(Instant::now());
+                leading = Some((term, Instant::now()));
                 continue;
             }
-            (true, Some(_)) => {}
-        }
-        let since = leading_since.unwrap_or_else(Instant::now);
+        };
         let up: Vec<String> = match replica.read_local(|s| {
             s.nodes()
                 .values()
