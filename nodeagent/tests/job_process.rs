@@ -318,3 +318,21 @@ async fn as_root_output_is_never_written_through_a_link_or_where_the_user_cannot
     assert!(err.to_string().contains("nobody"), "{err}");
     assert!(!dir.path().join("root-dir.out").exists());
 }
+
+#[tokio::test]
+async fn output_to_dev_null_is_accepted_with_and_without_a_user_switch() {
+    for user in [None, nobody_when_root()] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let mut spec = script_spec(dir.path(), "#!/bin/sh\necho discarded\n", user.clone());
+        spec.workdir = std::env::temp_dir();
+        spec.stdout = PathBuf::from("/dev/null");
+        spec.stderr = PathBuf::from("/dev/null");
+        let status = JobProcess::spawn(&spec)
+            .unwrap_or_else(|e| panic!("user {user:?}: {e}"))
+            .wait()
+            .await
+            .unwrap();
+        assert!(status.is_success(), "{status:?}");
+    }
+}

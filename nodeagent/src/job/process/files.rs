@@ -41,16 +41,38 @@ pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStd
     let stderr_path = resolve(&spec.workdir, &spec.stderr);
     let stdin_path = spec.stdin.as_ref().map(|p| resolve(&spec.workdir, p));
     let user = spec.user.as_ref().filter(|_| switch_user);
+    // `--output=/dev/null` (common in Slurm scripts) is not a file to create or
+    // check: the process simply gets the null device.
+    let null = Path::new(NULL_DEVICE);
+    let stdin_path = stdin_path.filter(|p| p != null);
     if let Some(user) = user {
-        prepare_as_user(user, stdin_path.as_deref(), &stdout_path, &stderr_path)?;
+        let files: Vec<&Path> = [stdout_path.as_path(), stderr_path.as_path()]
+            .into_iter()
+            .filter(|p| *p != null)
+            .collect();
+        if !files.is_empty() || stdin_path.is_some() {
+            let (first, second) = (files.first().copied(), files.get(1).copied());
+            let first = first.unwrap_or(null);
+            prepare_as_user(user, stdin_path.as_deref(), first, second.unwrap_or(first))?;
+        }
     }
-    let stdout = open_output(&stdout_path, user)?;
-    let stderr = if stderr_path == stdout_path {
-        stdout
-            .try_clone()
-            .map_err(|e| output_error(&stderr_path, &e))?
+    let stdout = if stdout_path == null {
+        None
     } else {
-        open_output(&stderr_path, user)?
+        Some(open_output(&stdout_path, user)?)
+    };
+    let stderr = if stderr_path == null {
+        Stdio::null()
+    } else if stderr_path == stdout_path {
+        match &stdout {
+            Some(file) => Stdio::from(
+                file.try_clone()
+                    .map_err(|e| output_error(&stderr_path, &e))?,
+            ),
+            None => Stdio::null(),
+        }
+    } else {
+        Stdio::from(open_output(&stderr_path, user)?)
     };
     let stdin = match &stdin_path {
         Some(path) => Stdio::from(open_input(path, user)?),
@@ -58,10 +80,13 @@ pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStd
     };
     Ok(JobStdio {
         stdin,
-        stdout: Stdio::from(stdout),
-        stderr: Stdio::from(stderr),
+        stdout: stdout.map_or_else(Stdio::null, Stdio::from),
+        stderr,
     })
 }
+
+/// The null device, which output options may name.
+const NULL_DEVICE: &str = "/dev/null";
 
 /// `path` taken from `workdir` when relative.
 fn resolve(workdir: &Path, path: &Path) -> PathBuf {
