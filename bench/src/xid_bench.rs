@@ -44,6 +44,14 @@ pub fn run(args: &XidArgs) -> anyhow::Result<()> {
 async fn run_async(args: &XidArgs) -> anyhow::Result<()> {
     let corral = sibling("corral")?;
     let dir = tempfile::tempdir()?;
+    // CORRAL_BENCH_KEEP=1 keeps the cluster's directory (configs, logs) for a look.
+    let dir_path = dir.path().to_path_buf();
+    let dir = if std::env::var_os("CORRAL_BENCH_KEEP").is_some() {
+        eprintln!("keeping {}", dir_path.display());
+        Kept::Path(dir.keep())
+    } else {
+        Kept::Temp(dir)
+    };
     let up = Command::new(&corral)
         .args(["--json", "local", "up", "--dir"])
         .arg(dir.path())
@@ -220,6 +228,21 @@ async fn poll(
             );
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The cluster directory: removed at the end unless kept.
+enum Kept {
+    Temp(tempfile::TempDir),
+    Path(PathBuf),
+}
+
+impl Kept {
+    fn path(&self) -> &Path {
+        match self {
+            Kept::Temp(dir) => dir.path(),
+            Kept::Path(path) => path,
+        }
     }
 }
 

@@ -72,10 +72,12 @@ impl Controller {
             schedule_interval: Duration::from_millis(config.leader.schedule_interval_ms.max(1)),
             tick_interval: Duration::from_millis(config.leader.tick_interval_ms.max(1)),
         };
+        let committed = Arc::new(Notify::new());
         let leader_loop = tokio::spawn(leader_loop::run(
             Arc::clone(&replica),
             leader_timing,
             Arc::clone(&wake),
+            Arc::clone(&committed),
             stop_rx,
         ));
 
@@ -124,6 +126,7 @@ impl Controller {
                 confirmation: LeaderConfirmation::default(),
                 wake_scheduler: gateway_wake,
                 stopping: stop_loop.subscribe(),
+                committed,
             },
             Duration::from_millis(liveness.down_after_ms()),
         )?;

@@ -40,6 +40,7 @@ pub async fn run(
     replica: Arc<Replica>,
     timing: LeaderTiming,
     wake: Arc<Notify>,
+    committed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
@@ -61,7 +62,7 @@ pub async fn run(
         lead(
             &replica,
             timing,
-            &wake,
+            (&wake, &committed),
             &mut leadership,
             &mut stop,
             &mut stats,
@@ -75,7 +76,7 @@ pub async fn run(
 async fn lead(
     replica: &Replica,
     timing: LeaderTiming,
-    wake: &Notify,
+    (wake, committed): (&Notify, &Notify),
     leadership: &mut watch::Receiver<corral_consensus::Leadership>,
     stop: &mut watch::Receiver<bool>,
     stats: &mut LeaderStats,
@@ -117,8 +118,10 @@ async fn lead(
                 }
             }
         };
-        if let Err(NotLeading) = outcome {
-            return;
+        match outcome {
+            Err(NotLeading) => return,
+            // Plans start attempts and ticks end them: agents hear of it now.
+            Ok(()) => committed.notify_waiters(),
         }
     }
 }

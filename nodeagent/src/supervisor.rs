@@ -240,7 +240,13 @@ impl Supervisor {
             // Background processes of the script end with it.
             let group = process.pid() as i32;
             let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
-            wait_group_gone(group).await;
+            // Zombies do not count: an init that never reaps would hold the
+            // release back forever (or until it reaps).
+            let mut pause = Duration::from_millis(2);
+            while process.group_alive() {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
             let fenced = this.take(key).is_some_and(|r| r.fenced);
             if !fenced {
                 this.outbox.push(AgentReport::BatchExited {
@@ -398,14 +404,5 @@ fn send(group: i32, signal: Signal) {
             let _ = killpg(Pid::from_raw(group), signal);
         }
         Err(_) => tracing::warn!(signal = signal.0, "not a signal this system knows"),
-    }
-}
-
-/// Resolves once no process of the group is left.
-async fn wait_group_gone(group: i32) {
-    let mut pause = Duration::from_millis(5);
-    while killpg(Pid::from_raw(group), None).is_ok() {
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }

@@ -42,6 +42,9 @@ pub struct SessionContext {
     pub wake_scheduler: Arc<Notify>,
     /// Turns true when the controller stops.
     pub stopping: watch::Receiver<bool>,
+    /// Notified when a session committed something that may give other nodes
+    /// work (a GPU failure ends a gang: its other nodes must be told at once).
+    pub committed: Arc<Notify>,
 }
 
 /// How often a session reconciles its node against committed state.
@@ -194,6 +197,11 @@ async fn run(
                     break Err(e);
                 }
             }
+            () = ctx.committed.notified() => {
+                if let Err(e) = instruct(ctx, &node, &mut memory, send).await {
+                    break Err(e);
+                }
+            }
             changed = leadership.changed() => {
                 if changed.is_err() || !leadership.borrow().is_self {
                     let leader = leadership.borrow().leader.clone().map(|(_, addr)| addr.api);
@@ -236,6 +244,7 @@ async fn handle(
             let commands = commands_for(node, report);
             let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
             ctx.wake_scheduler.notify_one();
+            ctx.committed.notify_waiters();
             write(send, &answer).await
         }
     }
