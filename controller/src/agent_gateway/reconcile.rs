@@ -136,6 +136,7 @@ fn signals_due(job: &Job, attempt: &Attempt, node: &str, now: Timestamp) -> Vec<
 mod tests {
     use super::*;
     use corral_state::command::{CancelTarget, Command};
+    use corral_state::slurm::signal::SignalSpec;
     use corral_state::testkit::{at, cluster, first_fit, ok, spec, start, submit, user};
 
     #[test]
@@ -187,5 +188,32 @@ mod tests {
                 Instruction::Kill((JobId(99), 4), Signal::TERM)
             ]
         );
+    }
+
+    #[test]
+    fn signal_before_the_time_limit_goes_out_once_when_due_and_only_to_the_batch_host_with_b() {
+        let mut s = cluster(2, 8);
+        let mut request = spec("alice", 2, 8);
+        request.time_limit = Some(TimeLimit::Seconds(600));
+        request.signal = Some(SignalSpec {
+            signal: Signal::USR1,
+            seconds_before: 60,
+            batch_only: true,
+            on_reservation_end: false,
+        });
+        let id = submit(&mut s, request, at(1));
+        let nodes = start(&mut s, id, at(10));
+        let memory = SessionMemory::default();
+        // Started at 10 s with a 600 s limit: the signal is due at 550 s.
+        assert!(reconcile(&s, &nodes[0], &memory, at(549)).is_empty());
+        let due = reconcile(&s, &nodes[0], &memory, at(550));
+        assert_eq!(due, vec![Instruction::Signal((id, 1), Signal::USR1)]);
+        assert!(
+            reconcile(&s, &nodes[1], &memory, at(550)).is_empty(),
+            "B: signals only the batch host"
+        );
+        let mut memory = memory;
+        memory.sent(&due[0]);
+        assert!(reconcile(&s, &nodes[0], &memory, at(551)).is_empty());
     }
 }
