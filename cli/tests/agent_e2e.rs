@@ -330,3 +330,55 @@ fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
         j["requeue_count"].as_u64().unwrap_or(0) >= 1 || j["state"] != "Running"
     });
 }
+
+#[test]
+fn an_application_xid_requeues_the_job_and_keeps_the_gpu_in_service() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "app.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=app-%j.out\nsleep 600\n",
+    );
+    let id = submit(&cluster, &path);
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
+        j["state"] == "Running"
+            && j["attempts"][0]["started_on"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty())
+    });
+    let node = job["attempts"][0]["allocation"][0]["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // XID 31: a GPU memory page fault, an application error.
+    let out = Command::new(corral_bin())
+        .args(["local", "xid", "--dir"])
+        .arg(dir)
+        .args(["--node", &node, "--gpu", "2", "--xid", "31"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rerun = wait_job(
+        &cluster,
+        &id,
+        Duration::from_secs(60),
+        "requeue and restart",
+        |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
+    );
+    assert_eq!(rerun["requeue_count"], 1);
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node]))
+            .unwrap();
+    let record = &nodes["nodes"][0];
+    assert!(record["drain"].is_null(), "the node was drained: {record}");
+    assert!(
+        !record["gpus"][2].to_string().contains("31"),
+        "GPU 2 was taken out of service: {}",
+        record["gpus"][2]
+    );
+}

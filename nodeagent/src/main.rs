@@ -147,11 +147,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     event.xid,
                     class.meaning
                 );
-                outbox.push(AgentReport::GpuFailed {
-                    gpu: event.gpu,
-                    xid: Some(event.xid),
-                    reason: format!("XID {}: {} {}", event.xid, class.meaning, event.detail),
-                    drain_node: matches!(class.action, XidAction::DrainNode),
+                let reason = format!("XID {}: {} {}", event.xid, class.meaning, event.detail);
+                outbox.push(if class.action.drains() {
+                    AgentReport::GpuFailed {
+                        gpu: event.gpu,
+                        xid: Some(event.xid),
+                        reason,
+                        drain_node: matches!(class.action, XidAction::DrainNode),
+                    }
+                } else {
+                    // An application error: the GPU stays in service.
+                    AgentReport::XidKilled {
+                        gpu: event.gpu,
+                        xid: event.xid,
+                        attempts: killed,
+                        reason,
+                    }
                 });
             }
         });

@@ -127,6 +127,18 @@ pub enum AgentReport {
         /// fell off the bus; the node needs a reboot).
         drain_node: bool,
     },
+    /// An application-level XID (e.g. 13, 31, 43): the agent killed the attempts
+    /// using the GPU; the GPU itself stays in service. The attempts are requeued.
+    XidKilled {
+        /// GPU index.
+        gpu: u32,
+        /// The XID.
+        xid: u32,
+        /// The attempts killed.
+        attempts: Vec<(JobId, AttemptNumber)>,
+        /// What the agent saw.
+        reason: String,
+    },
 }
 
 /// Controller → agent.

@@ -241,7 +241,10 @@ async fn handle(
         // Heartbeats wait for a quorum confirmation (see `run`).
         AgentMessage::Heartbeat { .. } => Ok(()),
         AgentMessage::Report { id, report } => {
-            let commands = commands_for(node, report);
+            let commands = commands_for(ctx, node, report);
+            if commands.is_empty() {
+                return write(send, &ControllerMessage::ReportDone { id }).await;
+            }
             let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
             ctx.wake_scheduler.notify_one();
             ctx.committed.notify_waiters();
@@ -273,8 +276,45 @@ fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMes
     }
 }
 
+/// Requeues of the attempts an application XID killed, for those that are still
+/// the jobs' running attempts (a report names its attempt; older ones are moot).
+fn requeues_for(
+    ctx: &SessionContext,
+    attempts: &[(corral_state::ids::JobId, corral_state::ids::AttemptNumber)],
+) -> Vec<Command> {
+    let at = clock::now();
+    ctx.replica
+        .read_local(|state| {
+            attempts
+                .iter()
+                .filter(|(job, attempt)| {
+                    state.job(*job).is_some_and(|j| {
+                        j.state == JobState::Running
+                            && j.live_attempt().is_some_and(|a| a.number == *attempt)
+                    })
+                })
+                .map(|(job, _)| Command::Requeue {
+                    job: *job,
+                    by: super::liveness::leader_actor(),
+                    at,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The commands that record a report (one entry, so they commit together).
-fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
+fn commands_for(ctx: &SessionContext, node: &str, report: AgentReport) -> Vec<Command> {
+    if let AgentReport::XidKilled {
+        gpu,
+        xid,
+        attempts,
+        reason,
+    } = &report
+    {
+        tracing::warn!(%node, gpu, xid, ?attempts, "application XID, GPU kept in service: {reason}");
+        return requeues_for(ctx, attempts);
+    }
     let node = node.to_string();
     let at = clock::now();
     let drain = match &report {
@@ -290,13 +330,17 @@ fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
         }),
         _ => None,
     };
-    let mut commands = vec![command_for(node, report, at)];
+    let mut commands: Vec<Command> = command_for(node, report, at).into_iter().collect();
     commands.extend(drain);
     commands
 }
 
-fn command_for(node: String, report: AgentReport, at: corral_state::time::Timestamp) -> Command {
-    match report {
+fn command_for(
+    node: String,
+    report: AgentReport,
+    at: corral_state::time::Timestamp,
+) -> Option<Command> {
+    Some(match report {
         AgentReport::Started { job, attempt } => Command::AttemptStarted {
             job,
             attempt,
@@ -333,6 +377,7 @@ fn command_for(node: String, report: AgentReport, at: corral_state::time::Timest
             path,
             at,
         },
+        AgentReport::XidKilled { .. } => return None,
         AgentReport::GpuFailed {
             gpu, xid, reason, ..
         } => Command::GpuFailed {
@@ -342,7 +387,7 @@ fn command_for(node: String, report: AgentReport, at: corral_state::time::Timest
             reason,
             at,
         },
-    }
+    })
 }
 
 /// Sends what reconciliation says the agent needs now.
