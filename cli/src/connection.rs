@@ -11,13 +11,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use corral_pki::TlsMaterial;
+use corral_proto::LEADER_METADATA;
 use corral_proto::api::corral_client::CorralClient;
 use serde::Deserialize;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
-
-/// The metadata key naming the leader's client address (see the controller).
-const LEADER_METADATA: &str = "corral-leader";
 
 /// Where the cluster is and who we are, as resolved from flags, environment and
 /// the client config file.

@@ -9,6 +9,10 @@ pub mod agent;
 pub mod checkpoint_marker;
 pub mod records;
 
+/// The gRPC metadata key with which a controller that does not lead names the
+/// leader's client address, so clients retry there.
+pub const LEADER_METADATA: &str = "corral-leader";
+
 /// The generated gRPC service, client and messages.
 pub mod api {
     tonic::include_proto!("corral.api.v1");

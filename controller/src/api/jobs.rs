@@ -149,7 +149,7 @@ pub fn get(
 }
 
 /// `ListJobs`: unfinished jobs by default, every job with `all`.
-pub fn list(ctx: &ApiContext, request: &ListJobsRequest) -> Result<ListJobsReply, Status> {
+pub fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobsReply, Status> {
     let filter = JobFilter::new(request)?;
     ctx.replica
         .read_local(|state| {
@@ -218,14 +218,14 @@ pub fn encode_job(job: &Job) -> Result<String, Status> {
 }
 
 /// The filters of a job listing, checked up front.
-pub struct JobFilter<'a> {
-    request: &'a ListJobsRequest,
+pub struct JobFilter {
+    request: ListJobsRequest,
     states: Vec<JobState>,
 }
 
-impl<'a> JobFilter<'a> {
+impl JobFilter {
     /// Checks the state names.
-    pub fn new(request: &'a ListJobsRequest) -> Result<Self, Status> {
+    pub fn new(request: ListJobsRequest) -> Result<Self, Status> {
         let mut states = Vec::new();
         for name in &request.states {
             let found = STATES.iter().find(|s| {
@@ -251,7 +251,7 @@ impl<'a> JobFilter<'a> {
 
     /// True when `job` passes every filter.
     pub fn accepts(&self, job: &Job) -> bool {
-        let r = self.request;
+        let r = &self.request;
         (r.users.is_empty() || r.users.contains(&job.spec.user))
             && (r.partitions.is_empty() || r.partitions.contains(&job.partition))
             && (r.accounts.is_empty() || r.accounts.contains(&job.account))
@@ -269,7 +269,7 @@ impl<'a> JobFilter<'a> {
         &'s self,
         state: &'s ClusterState,
     ) -> Box<dyn Iterator<Item = &'s Job> + 's> {
-        let r = self.request;
+        let r = &self.request;
         if r.all || !r.job_ids.is_empty() || !self.states.is_empty() {
             Box::new(state.jobs().values().filter(|job| self.accepts(job)))
         } else {

@@ -130,7 +130,7 @@ impl Corral for ApiService {
         request: Request<ListJobsRequest>,
     ) -> Result<Response<ListJobsReply>, Status> {
         Caller::of(&request)?;
-        jobs::list(&self.ctx, request.get_ref()).map(Response::new)
+        jobs::list(&self.ctx, request.into_inner()).map(Response::new)
     }
 
     type WatchJobsStream = JobStream;

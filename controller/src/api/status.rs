@@ -3,11 +3,9 @@
 //! leader's client address in the `corral-leader` metadata so clients retry there.
 
 use corral_consensus::{MembershipError, ProposeError, ReadError, ReplicaAddr, ReplicaId};
+use corral_proto::LEADER_METADATA;
 use corral_state::Rejection;
 use tonic::{Code, Status};
-
-/// Metadata key carrying the leader's client API address.
-pub const LEADER_METADATA: &str = "corral-leader";
 
 /// A command the state machine refused.
 pub fn rejection(rejection: Rejection) -> Status {

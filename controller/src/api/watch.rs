@@ -47,7 +47,8 @@ pub fn start(
     ctx: Arc<ApiContext>,
     request: ListJobsRequest,
 ) -> Result<mpsc::Receiver<Result<JobEvent, Status>>, Status> {
-    JobFilter::new(&request)?;
+    // Checked once: a bad state name fails the call, not the stream.
+    let filter = JobFilter::new(request)?;
     let (tx, rx) = mpsc::channel(256);
     let mut stopping = ctx.stopping.clone();
     tokio::spawn(async move {
@@ -58,9 +59,6 @@ pub fn start(
             if applied.is_none() || now_applied != applied {
                 applied = now_applied;
                 let changed = ctx.replica.read_local(|state| {
-                    let Ok(filter) = JobFilter::new(&request) else {
-                        return Vec::new();
-                    };
                     let mut changed = Vec::new();
                     let known: Vec<JobId> = seen.keys().copied().collect();
                     let candidates = filter
