@@ -56,6 +56,45 @@ fn submit(cluster: &LocalCluster, path: &Path) -> String {
         .to_string()
 }
 
+/// Submits `path` and waits until its first attempt started; returns the job id
+/// and its batch host.
+fn submit_and_start(cluster: &LocalCluster, path: &Path) -> (String, String) {
+    let id = submit(cluster, path);
+    let job = wait_job(cluster, &id, Duration::from_secs(60), "start", |j| {
+        j["state"] == "Running"
+            && j["attempts"][0]["started_on"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty())
+    });
+    let node = job["attempts"][0]["allocation"][0]["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (id, node)
+}
+
+/// `corral local xid`: injects `xid` into GPU `gpu` of `node`.
+fn inject_xid(dir: &Path, node: &str, gpu: u64, xid: u32) {
+    let out = Command::new(corral_bin())
+        .args(["local", "xid", "--dir"])
+        .arg(dir)
+        .args([
+            "--node",
+            node,
+            "--gpu",
+            &gpu.to_string(),
+            "--xid",
+            &xid.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn read_output(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap_or_default()
 }
@@ -152,17 +191,7 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
     let allocation = job["attempts"][0]["allocation"].as_array().unwrap().clone();
     let node = allocation[1]["node"].as_str().unwrap().to_string();
     let gpu = allocation[1]["gpus"][0].as_u64().unwrap();
-    let out = Command::new(corral_bin())
-        .args(["local", "xid", "--dir"])
-        .arg(dir)
-        .args(["--node", &node, "--gpu", &gpu.to_string(), "--xid", "79"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    inject_xid(dir, &node, gpu, 79);
     let checkpoint_at_xid = job["last_checkpoint"]["step"].as_u64().unwrap();
 
     let rerun = wait_job(
@@ -239,17 +268,7 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
         "long.sh",
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=long-%j.out\necho attempt $CORRAL_ATTEMPT on $SLURMD_NODENAME\nsleep 600\n",
     );
-    let id = submit(&cluster, &path);
-    let job = wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
-        j["state"] == "Running"
-            && j["attempts"][0]["started_on"]
-                .as_array()
-                .is_some_and(|s| !s.is_empty())
-    });
-    let node = job["attempts"][0]["allocation"][0]["node"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, node) = submit_and_start(&cluster, &path);
     let killed_at = Instant::now();
     signal(pid_of(dir, &format!("agent-{node}")), "-9");
     let rerun = wait_job(
@@ -340,29 +359,9 @@ fn an_application_xid_requeues_the_job_and_keeps_the_gpu_in_service() {
         "app.sh",
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=app-%j.out\nsleep 600\n",
     );
-    let id = submit(&cluster, &path);
-    let job = wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
-        j["state"] == "Running"
-            && j["attempts"][0]["started_on"]
-                .as_array()
-                .is_some_and(|s| !s.is_empty())
-    });
-    let node = job["attempts"][0]["allocation"][0]["node"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, node) = submit_and_start(&cluster, &path);
     // XID 31: a GPU memory page fault, an application error.
-    let out = Command::new(corral_bin())
-        .args(["local", "xid", "--dir"])
-        .arg(dir)
-        .args(["--node", &node, "--gpu", "2", "--xid", "31"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    inject_xid(dir, &node, 2, 31);
     let rerun = wait_job(
         &cluster,
         &id,
