@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use support::{LocalCluster, corral_bin, script};
+use support::{LocalCluster, client, corral_bin, script};
 
 const BATCH: &str = "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --time=10:00\necho hello\n";
 
@@ -75,15 +75,7 @@ fn a_submission_storm_survives_a_leader_kill_without_loss_or_duplicates() {
                 let mut acknowledged = BTreeMap::new();
                 for i in 0..25 {
                     let name = format!("storm-{s}-{i}");
-                    let out = Command::new(corral_bin())
-                        .arg("--cluster")
-                        .arg(&addresses)
-                        .arg("--ca")
-                        .arg(certs.join("ca.pem"))
-                        .arg("--cert")
-                        .arg(certs.join("user-alice.pem"))
-                        .arg("--key")
-                        .arg(certs.join("user-alice.key"))
+                    let out = client(&addresses, &certs.join("ca.pem"), &certs, "user-alice")
                         .args(["submit", "--parsable", &format!("--job-name={name}")])
                         .arg(&path)
                         .output()
@@ -206,17 +198,15 @@ fn users_act_only_on_their_own_jobs_and_strangers_get_nothing() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let out = Command::new(corral_bin())
-        .args(["--timeout", "2", "--cluster", &cluster.addresses.join(",")])
-        .arg("--ca")
-        .arg(cluster.dir.path().join("certs/ca.pem"))
-        .arg("--cert")
-        .arg(other.path().join("user-mallory.pem"))
-        .arg("--key")
-        .arg(other.path().join("user-mallory.key"))
-        .args(["queue"])
-        .output()
-        .unwrap();
+    let out = client(
+        &cluster.addresses.join(","),
+        &cluster.dir.path().join("certs/ca.pem"),
+        other.path(),
+        "user-mallory",
+    )
+    .args(["--timeout", "2", "queue"])
+    .output()
+    .unwrap();
     assert!(
         !out.status.success(),
         "a stranger was answered: {}",
@@ -238,22 +228,30 @@ fn a_controller_stops_promptly_and_cleanly_while_a_client_waits_on_it() {
         )
         .trim()
         .to_string();
-    // `corral wait` holds a watch stream open on the controller.
+    // `corral wait` holds a watch stream open on the controller; its first line
+    // (the job's current state) shows the stream is open.
     let certs = cluster.dir.path().join("certs");
-    let mut waiter = Command::new(corral_bin())
-        .args(["--cluster", &cluster.addresses[0]])
-        .arg("--ca")
-        .arg(certs.join("ca.pem"))
-        .arg("--cert")
-        .arg(certs.join("user-alice.pem"))
-        .arg("--key")
-        .arg(certs.join("user-alice.key"))
-        .args(["wait", "--quiet", &id])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut waiter = client(
+        &cluster.addresses[0],
+        &certs.join("ca.pem"),
+        &certs,
+        "user-alice",
+    )
+    .args(["wait", &id])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(waiter.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(
+        first.contains("PENDING"),
+        "unexpected first line: {first:?}"
+    );
     let pid = cluster.pid(1);
     let started = std::time::Instant::now();
     let status = Command::new("kill")

@@ -32,6 +32,22 @@ pub fn sibling(name: &str) -> PathBuf {
     path
 }
 
+/// `corral` aimed at `cluster` with the CA `ca` and the certificate and key of
+/// `principal` (`user-alice`) found in `certs`.
+pub fn client(cluster: &str, ca: &Path, certs: &Path, principal: &str) -> Command {
+    let mut command = Command::new(corral_bin());
+    command
+        .arg("--cluster")
+        .arg(cluster)
+        .arg("--ca")
+        .arg(ca)
+        .arg("--cert")
+        .arg(certs.join(format!("{principal}.pem")))
+        .arg("--key")
+        .arg(certs.join(format!("{principal}.key")));
+    command
+}
+
 /// A running local cluster; stopped (and its directory removed) on drop.
 pub struct LocalCluster {
     pub dir: tempfile::TempDir,
@@ -92,17 +108,9 @@ impl LocalCluster {
     /// `user-alice` or `user-corral-admin`) against `cluster` addresses.
     pub fn corral_at(&self, principal: &str, cluster: &str, args: &[&str]) -> Output {
         let certs = self.dir.path().join("certs");
-        Command::new(corral_bin())
+        client(cluster, &certs.join("ca.pem"), &certs, principal)
             .env_remove("CORRAL_CONFIG")
             .env("HOME", self.dir.path())
-            .arg("--cluster")
-            .arg(cluster)
-            .arg("--ca")
-            .arg(certs.join("ca.pem"))
-            .arg("--cert")
-            .arg(certs.join(format!("{principal}.pem")))
-            .arg("--key")
-            .arg(certs.join(format!("{principal}.key")))
             .args(args)
             .current_dir(self.dir.path())
             .output()
