@@ -392,9 +392,7 @@ impl Supervisor {
     }
 
     fn remove(&self, key: AttemptKey) {
-        if let Ok(mut attempts) = self.attempts.lock() {
-            attempts.remove(&key);
-        }
+        self.take(key);
     }
 }
 

@@ -226,14 +226,7 @@ async fn submit(
         args: extra.to_vec(),
         script_path: script.display().to_string(),
         script_text: std::fs::read_to_string(script)?,
-        script_args: Vec::new(),
-        cwd: workdir.display().to_string(),
-        environment: std::env::vars().collect(),
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        submit_host: "localhost".into(),
-        idempotency_key: format!("{:032x}", rand::random::<u128>()),
-        test_only: false,
+        ..super::submit::from_this_shell(workdir)
     };
     let reply = client
         .call(Retry::Idempotent, |mut c| {

@@ -30,24 +30,14 @@ pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Resu
     } else {
         script_path
     };
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let request = SubmitJobRequest {
         args: option_args,
         script_path,
         script_text,
         script_args,
-        cwd: std::env::current_dir()
-            .context("cannot read the working directory")?
-            .display()
-            .to_string(),
-        environment: std::env::vars().collect(),
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        submit_host: nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_default(),
-        idempotency_key: new_key(),
         test_only: options.test_only,
+        ..from_this_shell(&cwd)
     };
     let reply = cluster
         .call(Retry::Idempotent, |mut client| {
@@ -87,6 +77,23 @@ fn read_stdin() -> anyhow::Result<String> {
         .read_to_string(&mut text)
         .context("cannot read the batch script from standard input")?;
     Ok(text)
+}
+
+/// A submission from this process: its environment, user, host, `cwd`, and a
+/// fresh idempotency key; the caller fills in the script and options.
+pub fn from_this_shell(cwd: &std::path::Path) -> SubmitJobRequest {
+    SubmitJobRequest {
+        cwd: cwd.display().to_string(),
+        environment: std::env::vars().collect(),
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        submit_host: nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default(),
+        idempotency_key: new_key(),
+        ..SubmitJobRequest::default()
+    }
 }
 
 /// A fresh idempotency key: 128 random bits.
