@@ -236,7 +236,7 @@ async fn session(
                     }
                     ControllerMessage::ReportDone { id } => outbox.done(id),
                     ControllerMessage::Launch(launch) => supervisor.launch(*launch),
-                    ControllerMessage::Signal { job, attempt, signal } => supervisor.signal((job, attempt), signal),
+                    ControllerMessage::Signal { job, attempt, signal, scope } => supervisor.signal((job, attempt), signal, scope),
                     ControllerMessage::Kill { job, attempt, signal, grace_ms } => {
                         supervisor.kill((job, attempt), signal, Duration::from_millis(grace_ms));
                     }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use corral_proto::agent::{AgentReport, Launch};
+use corral_proto::agent::{AgentReport, Launch, SignalScope};
 use corral_state::ids::{AttemptNumber, JobId};
 use corral_state::job::ExitStatus;
 use corral_state::slurm::signal::Signal;
@@ -258,9 +258,11 @@ impl Supervisor {
         });
     }
 
-    /// Sends `signal` to an attempt's processes.
-    pub fn signal(&self, key: AttemptKey, signal: Signal) {
-        if let Some(group) = self.group_of(key) {
+    /// Sends `signal` to the attempt's processes that `scope` names.
+    pub fn signal(&self, key: AttemptKey, signal: Signal, scope: SignalScope) {
+        if scope.includes_batch()
+            && let Some(group) = self.group_of(key)
+        {
             send(group, signal);
         }
     }

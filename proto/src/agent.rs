@@ -176,7 +176,8 @@ pub enum ControllerMessage {
     },
     /// Start an attempt on this node.
     Launch(Box<Launch>),
-    /// Send a signal to an attempt's processes (preemption notice, `--signal`).
+    /// Send a signal to an attempt's processes (preemption notice, `--signal`,
+    /// `scancel --signal`).
     Signal {
         /// The job.
         job: JobId,
@@ -184,6 +185,8 @@ pub enum ControllerMessage {
         attempt: AttemptNumber,
         /// Which.
         signal: Signal,
+        /// Which of the attempt's processes.
+        scope: SignalScope,
     },
     /// End an attempt here: SIGTERM (or `signal`), SIGKILL after `grace_ms`, then
     /// report `Released` (or `BatchExited` on the batch host).
@@ -197,6 +200,32 @@ pub enum ControllerMessage {
         /// Between the first signal and SIGKILL.
         grace_ms: u64,
     },
+}
+
+/// Which processes of an attempt a signal reaches, as Slurm decides it: by
+/// default the tasks of the job's steps (`srun`) and not the batch shell;
+/// `B:` in `--signal` and `scancel --batch` mean the batch shell only (with
+/// everything it started in its process group); `scancel --full` means both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SignalScope {
+    /// The batch script's process group.
+    Batch,
+    /// The tasks of the job's steps.
+    Steps,
+    /// Both.
+    Full,
+}
+
+impl SignalScope {
+    /// Whether the batch script's process group is signalled.
+    pub fn includes_batch(self) -> bool {
+        matches!(self, SignalScope::Batch | SignalScope::Full)
+    }
+
+    /// Whether the steps' tasks are signalled.
+    pub fn includes_steps(self) -> bool {
+        matches!(self, SignalScope::Steps | SignalScope::Full)
+    }
 }
 
 /// What an agent needs to start an attempt.

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use corral_proto::agent::SignalScope;
 use corral_state::ClusterState;
 use corral_state::ids::{AttemptNumber, JobId};
 use corral_state::job::{Attempt, Job};
@@ -22,7 +23,7 @@ pub enum Instruction {
     /// Start the attempt.
     Launch(AttemptKey),
     /// Send it a signal (it keeps running).
-    Signal(AttemptKey, Signal),
+    Signal(AttemptKey, Signal, SignalScope),
     /// End it: `signal`, then SIGKILL after the grace period.
     Kill(AttemptKey, Signal),
 }
@@ -47,7 +48,7 @@ impl SessionMemory {
             Instruction::Launch(key) => {
                 self.launched.insert(*key);
             }
-            Instruction::Signal(key, signal) => {
+            Instruction::Signal(key, signal, _) => {
                 self.signalled.insert((*key, signal.0));
             }
             Instruction::Kill(key, _) => {
@@ -94,9 +95,9 @@ pub fn reconcile(
                 if !known {
                     out.push(Instruction::Launch(key));
                 }
-                for signal in signals_due(job, attempt, node, now) {
+                for (signal, scope) in signals_due(job, attempt, node, now) {
                     if !memory.signalled.contains(&(key, signal.0)) {
-                        out.push(Instruction::Signal(key, signal));
+                        out.push(Instruction::Signal(key, signal, scope));
                     }
                 }
             }
@@ -112,11 +113,19 @@ pub fn reconcile(
     out
 }
 
-/// Signals the attempt should have received by `now` on `node`.
-fn signals_due(job: &Job, attempt: &Attempt, node: &str, now: Timestamp) -> Vec<Signal> {
+/// Signals the attempt should have received by `now` on `node`, and which of
+/// its processes each reaches: a preemption notice reaches all of them;
+/// `--signal=SIG` reaches the steps' tasks, `--signal=B:SIG` only the batch
+/// shell (as in Slurm).
+fn signals_due(
+    job: &Job,
+    attempt: &Attempt,
+    node: &str,
+    now: Timestamp,
+) -> Vec<(Signal, SignalScope)> {
     let mut due = Vec::new();
     if let Some(notice) = &attempt.preemption {
-        due.push(notice.signal);
+        due.push((notice.signal, SignalScope::Full));
     }
     if let (Some(spec), TimeLimit::Seconds(limit)) = (&job.spec.signal, job.time_limit) {
         let batch_host = attempt.batch_host() == Some(node);
@@ -126,7 +135,12 @@ fn signals_due(job: &Job, attempt: &Attempt, node: &str, now: Timestamp) -> Vec<
             .saturating_add(limit.saturating_mul(1000))
             .saturating_sub(u64::from(spec.seconds_before) * 1000);
         if now.as_ms() >= at && (batch_host || !spec.batch_only) {
-            due.push(spec.signal);
+            let scope = if spec.batch_only {
+                SignalScope::Batch
+            } else {
+                SignalScope::Steps
+            };
+            due.push((spec.signal, scope));
         }
     }
     due
@@ -207,7 +221,14 @@ mod tests {
         // Started at 10 s with a 600 s limit: the signal is due at 550 s.
         assert!(reconcile(&s, &nodes[0], &memory, at(549)).is_empty());
         let due = reconcile(&s, &nodes[0], &memory, at(550));
-        assert_eq!(due, vec![Instruction::Signal((id, 1), Signal::USR1)]);
+        assert_eq!(
+            due,
+            vec![Instruction::Signal(
+                (id, 1),
+                Signal::USR1,
+                SignalScope::Batch
+            )]
+        );
         assert!(
             reconcile(&s, &nodes[1], &memory, at(550)).is_empty(),
             "B: signals only the batch host"

@@ -437,10 +437,11 @@ fn message_for(
                 script,
             })))
         }
-        Instruction::Signal((job, attempt), signal) => Some(ControllerMessage::Signal {
+        Instruction::Signal((job, attempt), signal, scope) => Some(ControllerMessage::Signal {
             job: *job,
             attempt: *attempt,
             signal: *signal,
+            scope: *scope,
         }),
         Instruction::Kill((job, attempt), signal) => Some(ControllerMessage::Kill {
             job: *job,
