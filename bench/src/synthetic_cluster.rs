@@ -123,6 +123,7 @@ pub fn build(nodes: u32, gpus: u32) -> anyhow::Result<ClusterState> {
                 running: Vec::new(),
                 agent_version: "bench".into(),
                 boot_id: format!("boot-{i}"),
+                step_address: None,
                 at,
             },
         )?;

@@ -31,13 +31,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "sinfo" => &["nodes"],
         "sacct" => &["acct"],
         "scontrol" => &["scontrol", "--"],
-        "srun" => {
-            return Err(
-                "srun: job steps run through the node agent, which is not built yet in corral; \
-                 run the command directly in the batch script for now"
-                    .into(),
-            );
-        }
+        "srun" => &["srun"],
         _ => return Ok(args),
     };
     let mut rewritten = vec![OsString::from("corral")];
@@ -76,11 +70,36 @@ mod tests {
             rewrite(os(&["scontrol", "--help"])).unwrap(),
             os(&["corral", "scontrol", "--", "--help"])
         );
-        assert!(
-            rewrite(os(&["srun", "hostname"]))
-                .unwrap_err()
-                .contains("node agent")
+        assert_eq!(
+            rewrite(os(&["srun", "hostname"])).unwrap(),
+            os(&["corral", "srun", "hostname"])
         );
+    }
+
+    #[test]
+    fn srun_options_stop_at_the_command() {
+        use clap::Parser;
+        let argv = rewrite(os(&[
+            "srun",
+            "-N1",
+            "-l",
+            "--ntasks-per-node",
+            "2",
+            "python",
+            "-c",
+            "x",
+            "--json",
+        ]))
+        .unwrap();
+        let cli = crate::args::Cli::try_parse_from(argv).unwrap();
+        let crate::args::Command::Srun(args) = cli.command else {
+            panic!("not srun: {:?}", cli.command);
+        };
+        assert!(args.label);
+        assert_eq!(args.nodes, Some(1));
+        assert_eq!(args.ntasks_per_node, Some(2));
+        assert_eq!(args.command, ["python", "-c", "x", "--json"]);
+        assert!(!cli.global.json);
     }
 
     #[test]

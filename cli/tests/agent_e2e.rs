@@ -381,3 +381,150 @@ fn an_application_xid_requeues_the_job_and_keeps_the_gpu_in_service() {
         record["gpus"][2]
     );
 }
+
+/// A batch script whose `srun` shims are found in the cluster's `bin/`.
+fn step_script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let header = format!(
+        "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\n#SBATCH --output={name}-%j.out\nexport PATH={}:$PATH\n",
+        dir.join("bin").display()
+    );
+    script(dir, &format!("{name}.sh"), &format!("{header}{body}"))
+}
+
+#[test]
+fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let path = step_script(
+        dir,
+        "steps",
+        concat!(
+            "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)\n",
+            "srun -l --ntasks-per-node=2 bash -c 'echo \"rank=$SLURM_PROCID local=$SLURM_LOCALID node=$SLURMD_NODENAME nodeid=$SLURM_NODEID ntasks=$SLURM_NTASKS step=$SLURM_STEP_ID master=$MASTER_ADDR\"'\n",
+            "echo \"first=$?\"\n",
+            "srun -N1 bash -c 'echo one-node; exit 3'\n",
+            "echo \"second=$?\"\n",
+            "srun bash -c 'if [ $SLURM_PROCID = 1 ]; then exit 5; fi'\n",
+            "echo \"third=$?\"\n",
+            "srun no-such-program-corral-test\n",
+            "echo \"fourth=$?\"\n",
+        ),
+    );
+    let id = submit(&cluster, &path);
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "completion", |j| {
+        j["state"] == "Completed"
+    });
+    let out = read_output(dir, &format!("steps-{id}.out"));
+    let nodes: Vec<&str> = job["attempts"][0]["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["node"].as_str().unwrap())
+        .collect();
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    let (first, second) = (sorted[0], sorted[1]);
+    for (rank, local, node, nodeid) in [
+        (0, 0, first, 0),
+        (1, 1, first, 0),
+        (2, 0, second, 1),
+        (3, 1, second, 1),
+    ] {
+        let line = format!(
+            "{rank}: rank={rank} local={local} node={node} nodeid={nodeid} ntasks=4 step=0 master={first}\n"
+        );
+        assert!(out.contains(&line), "missing {line:?} in:\n{out}");
+    }
+    for expected in [
+        "first=0\n",
+        "one-node\n",
+        "second=3\n",
+        "third=5\n",
+        "fourth=2\n",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    assert_eq!(out.matches("one-node").count(), 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "srun: error: {second}: task 1: Exited with exit code 5"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("no-such-program-corral-test"),
+        "the failed start is explained:\n{out}"
+    );
+}
+
+/// Whether process `pid` still runs (a zombie or a vanished process does not).
+fn process_alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+    })
+}
+
+#[test]
+fn an_xid_on_another_node_kills_the_steps_tasks_there_and_on_the_batch_host() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let path = step_script(
+        dir,
+        "long-step",
+        &format!(
+            "srun bash -c 'echo $$ > {}/pid-$CORRAL_ATTEMPT-$SLURM_PROCID; exec sleep 600'\n",
+            dir.display()
+        ),
+    );
+    let (id, _) = submit_and_start(&cluster, &path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pids: Vec<String> = loop {
+        let pids: Vec<String> = (0..2)
+            .map(|rank| {
+                read_output(dir, &format!("pid-1-{rank}"))
+                    .trim()
+                    .to_string()
+            })
+            .collect();
+        if pids.iter().all(|p| !p.is_empty()) {
+            break pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the step's tasks did not start:\n{}",
+            logs(dir)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(pids.iter().all(|p| process_alive(p)));
+    let job = cluster.ok("user-corral-admin", &["--json", "show", "job", &id]);
+    let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+    // The second node in nodelist order runs rank 1.
+    let other = job["job"]["attempts"][0]["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["node"].as_str().unwrap().to_string())
+        .max()
+        .unwrap();
+    inject_xid(dir, &other, 0, 79);
+    wait_job(&cluster, &id, Duration::from_secs(60), "requeue", |j| {
+        j["attempts"].as_array().is_some_and(|a| a.len() >= 2)
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pids.iter().any(|p| process_alive(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "attempt 1's tasks outlived the XID: {pids:?}\n{}",
+            logs(dir)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = read_output(dir, &format!("long-step-{id}.out"));
+    assert!(
+        out.contains(&format!("srun: error: {other}: task 1: Killed by signal")),
+        "srun reports the killed remote task:\n{out}"
+    );
+    cluster.ok("user-corral-admin", &["cancel", &id]);
+}

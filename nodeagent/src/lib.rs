@@ -2,11 +2,13 @@
 //! simulated backend) and maps XID errors to actions; `job` builds Slurm's
 //! environment and runs and kills job processes; `supervisor` holds the attempts
 //! of this node; `link` talks to the leader over QUIC; `outbox` keeps reports
-//! until the leader acknowledges them.
+//! until the leader acknowledges them; `step` runs job steps (`srun`) across
+//! the allocation's agents.
 
 pub mod gpu;
 pub mod job;
 pub mod link;
 pub mod outbox;
 pub mod resources;
+pub mod step;
 pub mod supervisor;

@@ -30,6 +30,8 @@ pub struct LinkSettings {
     pub boot_id: String,
     /// What the node has.
     pub resources: NodeResources,
+    /// Where this agent accepts job steps from other agents.
+    pub step_address: Option<String>,
 }
 
 /// When the lease was last renewed (shared with the fencing watchdog).
@@ -175,6 +177,7 @@ async fn session(
             version: env!("CARGO_PKG_VERSION").to_string(),
             resources: settings.resources.clone(),
             running: supervisor.running(),
+            step_address: settings.step_address.clone(),
         },
     )
     .await?;

@@ -1,7 +1,8 @@
 //! corral-agent: the node agent. Connects to the controllers over QUIC (mutual
 //! TLS), registers the node, heartbeats GPU health, runs and kills the attempts
 //! the leader places here, fails fast on critical XID errors, reports checkpoints,
-//! and kills its jobs when it cannot renew its lease.
+//! runs job steps (`srun`) with the other nodes' agents, and kills its jobs when
+//! it cannot renew its lease.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,9 +15,11 @@ use corral_agent::gpu::{GpuBackend, XidAction, backend_from_spec, classify_xid};
 use corral_agent::link::{self, Lease, LinkSettings};
 use corral_agent::outbox::Outbox;
 use corral_agent::resources;
+use corral_agent::step;
 use corral_agent::supervisor::{Supervisor, SupervisorSettings};
 use corral_pki::TlsMaterial;
 use corral_proto::agent::{AgentReport, GpuHealthSample, NodeResources};
+use corral_proto::step::STEP_ALPN;
 
 /// The node agent.
 #[derive(Debug, Parser)]
@@ -49,6 +52,15 @@ struct Args {
     /// Memory to offer, MiB (default: MemTotal).
     #[arg(long)]
     memory_mb: Option<u64>,
+    /// Where to accept job steps (`srun`) from other nodes' agents, `ip:port`
+    /// (QUIC over UDP), or `off` (steps then run on this node only).
+    #[arg(long, default_value = "0.0.0.0:6818")]
+    step_listen: String,
+    /// The address other agents reach this one at for steps (default: the
+    /// listening address, or this node's name with its port when listening on
+    /// every interface).
+    #[arg(long)]
+    step_advertise: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -94,15 +106,28 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let gpus: Arc<dyn GpuBackend> = Arc::from(backend_from_spec(&args.gpus, &args.state_dir)?);
     let outbox = Outbox::default();
     let run_as_job_user = nix::unistd::geteuid().is_root();
+    let step_socket = args.state_dir.join("step.sock");
     let supervisor = Supervisor::new(
         SupervisorSettings {
             node: node.clone(),
             scripts_dir: args.state_dir.join("scripts"),
             checkpoint_root: args.checkpoint_root.clone(),
             run_as_job_user,
+            step_socket: Some(step_socket.clone()),
         },
         outbox.clone(),
     );
+    let (step_endpoint, step_address) = step_channel(&args, &tls, &node)?;
+    if let Some(endpoint) = &step_endpoint {
+        tokio::spawn(step::peer::serve(endpoint.clone(), supervisor.clone()));
+    }
+    let listener = step::coordinator::bind(&step_socket)
+        .with_context(|| format!("cannot serve srun on {}", step_socket.display()))?;
+    tokio::spawn(step::coordinator::serve(
+        listener,
+        supervisor.clone(),
+        step_endpoint,
+    ));
     std::fs::create_dir_all(args.state_dir.join("scripts"))?;
     let settings = LinkSettings {
         controllers: args.controllers.clone(),
@@ -117,6 +142,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .map(|g| (g.index, g.model))
                 .collect(),
         },
+        step_address,
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
     let lease = Lease::default();
@@ -233,4 +259,36 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     tracing::info!("agent stopping; running jobs keep their processes until the leader decides");
     Ok(())
+}
+
+/// The QUIC endpoint other agents send step launches to (which also opens this
+/// agent's connections to them), and the address it is advertised at; neither
+/// with `--step-listen off`.
+fn step_channel(
+    args: &Args,
+    tls: &TlsMaterial,
+    node: &str,
+) -> anyhow::Result<(Option<quinn::Endpoint>, Option<String>)> {
+    if args.step_listen == "off" {
+        return Ok((None, None));
+    }
+    let listen: std::net::SocketAddr = args.step_listen.parse().with_context(|| {
+        format!(
+            "--step-listen {}: not an address; give ip:port (e.g. 0.0.0.0:6818) or off",
+            args.step_listen
+        )
+    })?;
+    let mut endpoint = quinn::Endpoint::server(tls.quic_server_config_for(STEP_ALPN)?, listen)
+        .with_context(|| format!("cannot listen for steps on {listen} (UDP)"))?;
+    endpoint.set_default_client_config(tls.quic_client_config_for(STEP_ALPN)?);
+    let bound = endpoint.local_addr()?;
+    let advertised = args.step_advertise.clone().unwrap_or_else(|| {
+        if bound.ip().is_unspecified() {
+            format!("{node}:{}", bound.port())
+        } else {
+            bound.to_string()
+        }
+    });
+    tracing::info!(%bound, %advertised, "accepting job steps from other agents");
+    Ok((Some(endpoint), Some(advertised)))
 }

@@ -1,11 +1,13 @@
 //! The attempts this node runs. A launch starts the batch script on the batch
 //! host (its own process group, the job's user, Slurm's environment) and only
-//! records the allocation on the other nodes of a gang; a kill signals the group
-//! and SIGKILLs it after the grace period; an XID kills at once the attempts
-//! using the GPU; fencing kills everything. Every outcome becomes a report, and
-//! an attempt leaves this table only when its processes are all gone.
+//! records the allocation on the other nodes of a gang; the tasks of job steps
+//! (`srun`, see [`crate::step`]) register their process groups here under their
+//! attempt. A kill signals the batch group and the tasks and SIGKILLs them after
+//! the grace period; an XID kills at once the attempts using the GPU; fencing
+//! kills everything. Every outcome becomes a report, and an attempt leaves this
+//! table only when its processes (batch script and tasks) are all gone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +20,9 @@ use nix::sys::signal::{Signal as NixSignal, killpg};
 use nix::unistd::Pid;
 
 use crate::job::environment::{LaunchContext, batch_environment};
-use crate::job::process::{JobProcess, ProcessSpec, output_paths, resolve_user, write_script};
+use crate::job::process::{
+    JobProcess, ProcessSpec, RunAs, output_paths, process_group_alive, resolve_user, write_script,
+};
 use crate::outbox::Outbox;
 
 /// An attempt on this node.
@@ -35,10 +39,14 @@ pub struct SupervisorSettings {
     pub checkpoint_root: PathBuf,
     /// Run jobs as their users (the agent runs as root) or as the agent's user.
     pub run_as_job_user: bool,
+    /// The socket `srun` reaches this agent on (`CORRAL_STEP_SOCKET` in jobs).
+    pub step_socket: Option<PathBuf>,
 }
 
 #[derive(Debug)]
 struct Running {
+    /// The launch: the job record, its script, where the other nodes' agents are.
+    launch: Arc<Launch>,
     batch: bool,
     gpus: Vec<u32>,
     /// The batch script's process group, on the batch host.
@@ -50,6 +58,19 @@ struct Running {
     /// leaves it out of the running attempts, so the leader fails it over (a
     /// node failure: requeued) rather than recording an exit.
     fenced: bool,
+    /// Process groups of the steps' tasks running here.
+    tasks: BTreeSet<i32>,
+    /// Tasks being started, whose groups are not known yet.
+    starting: u32,
+    /// The number the next step coordinated here gets.
+    next_step: u32,
+}
+
+impl Running {
+    /// Every process group of the attempt here: the batch script's and the tasks'.
+    fn groups(&self) -> Vec<i32> {
+        self.group.iter().chain(&self.tasks).copied().collect()
+    }
 }
 
 /// The attempts of this node.
@@ -117,6 +138,7 @@ impl Supervisor {
             .checkpoint_root
             .join(launch.job.id.to_string());
         let mut running = Running {
+            launch: Arc::new(launch.clone()),
             batch,
             gpus: here.gpus.clone(),
             group: None,
@@ -124,6 +146,9 @@ impl Supervisor {
             last_checkpoint_step: launch.job.last_checkpoint.as_ref().map(|c| c.step),
             killing: false,
             fenced: false,
+            tasks: BTreeSet::new(),
+            starting: 0,
+            next_step: 0,
         };
         if !batch {
             // Other ranks start through steps (srun); the allocation is ready.
@@ -165,18 +190,7 @@ impl Supervisor {
         checkpoint_dir: &std::path::Path,
     ) -> Result<JobProcess, String> {
         let job = &launch.job;
-        let user = if self.settings.run_as_job_user {
-            let found = resolve_user(&job.spec.user).map_err(|e| e.to_string())?;
-            if found.uid != job.spec.uid {
-                return Err(format!(
-                    "user '{}' is uid {} on this node but the job claims uid {}; refusing to run it",
-                    job.spec.user, found.uid, job.spec.uid
-                ));
-            }
-            Some(found)
-        } else {
-            None
-        };
+        let user = self.job_user(job)?;
         std::fs::create_dir_all(checkpoint_dir)
             .map_err(|e| format!("cannot create {}: {e}", checkpoint_dir.display()))?;
         if let Some(user) = &user {
@@ -186,13 +200,9 @@ impl Supervisor {
                 Some(nix::unistd::Gid::from_raw(user.gid)),
             );
         }
-        let cluster_name = self
-            .cluster_name
-            .lock()
-            .map(|n| n.clone())
-            .unwrap_or_default();
+        let cluster_name = self.cluster_name();
         let checkpoint_dir_text = checkpoint_dir.display().to_string();
-        let env = batch_environment(&LaunchContext {
+        let mut env = batch_environment(&LaunchContext {
             job,
             attempt,
             node: &self.settings.node,
@@ -200,6 +210,7 @@ impl Supervisor {
             checkpoint_dir: &checkpoint_dir_text,
             base_env: &launch.script.environment,
         });
+        self.add_step_socket(&mut env);
         let program = write_script(
             &self.settings.scripts_dir,
             job.id,
@@ -223,7 +234,9 @@ impl Supervisor {
         JobProcess::spawn(&spec).map_err(|e| e.to_string())
     }
 
-    /// Waits for the batch script, then for the rest of its group, then reports.
+    /// Waits for the batch script, then for the rest of its group and for the
+    /// tasks of steps still running here (which end with the batch script, as in
+    /// Slurm), then reports.
     fn watch_batch(&self, key: AttemptKey, mut process: JobProcess) {
         let this = self.clone();
         tokio::spawn(async move {
@@ -247,6 +260,8 @@ impl Supervisor {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
+            this.kill_tasks(key, Signal::KILL);
+            this.wait_for_tasks(key).await;
             let fenced = this.take(key).is_some_and(|r| r.fenced);
             if !fenced {
                 this.outbox.push(AgentReport::BatchExited {
@@ -260,63 +275,91 @@ impl Supervisor {
 
     /// Sends `signal` to the attempt's processes that `scope` names.
     pub fn signal(&self, key: AttemptKey, signal: Signal, scope: SignalScope) {
-        if scope.includes_batch()
-            && let Some(group) = self.group_of(key)
-        {
+        let groups = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|a| {
+                a.get(&key).map(|r| {
+                    let mut groups = Vec::new();
+                    if scope.includes_batch() {
+                        groups.extend(r.group);
+                    }
+                    if scope.includes_steps() {
+                        groups.extend(&r.tasks);
+                    }
+                    groups
+                })
+            })
+            .unwrap_or_default();
+        for group in groups {
             send(group, signal);
         }
     }
 
-    /// Ends an attempt: `signal`, SIGKILL after `grace`, then (once every process
-    /// is gone) the report. An attempt this node does not run is released at once.
+    /// Ends an attempt: `signal` to the batch script and the tasks, SIGKILL
+    /// after `grace`, then (once every process is gone) the report. An attempt
+    /// this node does not run is released at once.
     pub fn kill(&self, key: AttemptKey, signal: Signal, grace: Duration) {
         let state = self.attempts.lock().ok().and_then(|mut a| {
             a.get_mut(&key).map(|r| {
                 let first = !r.killing;
                 r.killing = true;
-                (r.batch, r.group, first)
+                (r.batch && r.group.is_some(), r.groups(), first)
             })
         });
-        match state {
-            None => self.outbox.push(AgentReport::Released {
+        let Some((batch, groups, first)) = state else {
+            self.outbox.push(AgentReport::Released {
                 job: key.0,
                 attempt: key.1,
-            }),
-            Some((_, _, false)) => {}
-            Some((true, Some(group), true)) => {
-                // The batch watcher reports BatchExited when the group is gone.
-                send(group, signal);
-                tokio::spawn(async move {
-                    tokio::time::sleep(grace).await;
-                    let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
-                });
+            });
+            return;
+        };
+        if !first {
+            return;
+        }
+        for group in &groups {
+            send(*group, signal);
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(group) = this.group_of(key) {
+                let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
             }
-            Some(_) => {
-                self.remove(key);
-                self.outbox.push(AgentReport::Released {
+            this.kill_tasks(key, Signal::KILL);
+        });
+        if batch {
+            // The batch watcher reports BatchExited when everything is gone.
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.wait_for_tasks(key).await;
+            let fenced = this.take(key).is_some_and(|r| r.fenced);
+            if !fenced {
+                this.outbox.push(AgentReport::Released {
                     job: key.0,
                     attempt: key.1,
                 });
             }
-        }
+        });
     }
 
     /// A GPU failed: SIGKILL at once every attempt using it; returns them.
     pub fn kill_users_of_gpu(&self, gpu: u32) -> Vec<AttemptKey> {
-        let hit: Vec<(AttemptKey, Option<i32>)> = self
+        let hit: Vec<(AttemptKey, Vec<i32>)> = self
             .attempts
             .lock()
             .map(|a| {
                 a.iter()
                     .filter(|(_, r)| r.gpus.contains(&gpu))
-                    .map(|(k, r)| (*k, r.group))
+                    .map(|(k, r)| (*k, r.groups()))
                     .collect()
             })
             .unwrap_or_default();
-        for (_, group) in &hit {
-            if let Some(group) = group {
-                let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
-            }
+        for group in hit.iter().flat_map(|(_, groups)| groups) {
+            let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
         }
         hit.into_iter().map(|(k, _)| k).collect()
     }
@@ -324,24 +367,192 @@ impl Supervisor {
     /// The lease lapsed: kill everything (the leader will declare this node down
     /// and requeue its jobs; they must not run twice).
     pub fn fence(&self) {
-        let groups: Vec<i32> = self
+        let (groups, waiting): (Vec<i32>, Vec<AttemptKey>) = self
             .attempts
             .lock()
             .map(|mut a| {
-                a.values_mut()
-                    .filter_map(|r| {
-                        r.fenced = true;
-                        r.group
-                    })
-                    .collect()
+                let mut groups = Vec::new();
+                let mut waiting = Vec::new();
+                for (key, r) in a.iter_mut() {
+                    if !r.fenced && !r.batch && (!r.tasks.is_empty() || r.starting > 0) {
+                        waiting.push(*key);
+                    }
+                    r.fenced = true;
+                    r.killing = true;
+                    groups.extend(r.groups());
+                }
+                (groups, waiting)
             })
             .unwrap_or_default();
         for group in groups {
             let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
         }
-        // Ranks without processes here are simply forgotten (not reported).
+        // Ranks without processes here are simply forgotten (not reported);
+        // ranks with tasks once the tasks are gone.
         if let Ok(mut attempts) = self.attempts.lock() {
-            attempts.retain(|_, r| r.group.is_some());
+            attempts.retain(|_, r| r.group.is_some() || !r.tasks.is_empty() || r.starting > 0);
+        }
+        for key in waiting {
+            let this = self.clone();
+            tokio::spawn(async move {
+                this.wait_for_tasks(key).await;
+                this.take(key);
+            });
+        }
+    }
+
+    // ---- job steps -------------------------------------------------------
+
+    /// The live attempt of `job` here that a step may run in, with its launch.
+    pub fn step_attempt_of_job(&self, job: JobId) -> Option<(AttemptKey, Arc<Launch>)> {
+        let attempts = self.attempts.lock().ok()?;
+        attempts
+            .iter()
+            .find(|(key, r)| key.0 == job && !r.killing && !r.fenced)
+            .map(|(key, r)| (*key, Arc::clone(&r.launch)))
+    }
+
+    /// The launch of attempt `key` when it runs here and may run steps.
+    pub fn step_attempt(&self, key: AttemptKey) -> Option<Arc<Launch>> {
+        let attempts = self.attempts.lock().ok()?;
+        let running = attempts.get(&key)?;
+        (!running.killing && !running.fenced).then(|| Arc::clone(&running.launch))
+    }
+
+    /// The next step number of attempt `key` (steps are numbered by the node
+    /// that coordinates them, the batch host in practice).
+    pub fn next_step(&self, key: AttemptKey) -> Option<u32> {
+        let mut attempts = self.attempts.lock().ok()?;
+        let running = attempts.get_mut(&key)?;
+        let step = running.next_step;
+        running.next_step += 1;
+        Some(step)
+    }
+
+    /// A task of attempt `key` is about to start; false when the attempt is
+    /// gone or ending (start nothing then). Every true must be followed by
+    /// [`Supervisor::task_started`] or [`Supervisor::task_not_started`].
+    pub fn begin_task(&self, key: AttemptKey) -> bool {
+        let Ok(mut attempts) = self.attempts.lock() else {
+            return false;
+        };
+        match attempts.get_mut(&key) {
+            Some(running) if !running.killing && !running.fenced => {
+                running.starting += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A task started as process group `group`. False when the attempt began
+    /// ending meanwhile: the caller kills the group at once (the attempt waits
+    /// for it either way).
+    pub fn task_started(&self, key: AttemptKey, group: i32) -> bool {
+        let Ok(mut attempts) = self.attempts.lock() else {
+            return false;
+        };
+        let Some(running) = attempts.get_mut(&key) else {
+            return false;
+        };
+        running.starting = running.starting.saturating_sub(1);
+        running.tasks.insert(group);
+        !running.killing && !running.fenced
+    }
+
+    /// A task announced by [`Supervisor::begin_task`] did not start.
+    pub fn task_not_started(&self, key: AttemptKey) {
+        if let Ok(mut attempts) = self.attempts.lock()
+            && let Some(running) = attempts.get_mut(&key)
+        {
+            running.starting = running.starting.saturating_sub(1);
+        }
+    }
+
+    /// A task's process group is empty.
+    pub fn task_gone(&self, key: AttemptKey, group: i32) {
+        if let Ok(mut attempts) = self.attempts.lock()
+            && let Some(running) = attempts.get_mut(&key)
+        {
+            running.tasks.remove(&group);
+        }
+    }
+
+    /// Who a job's processes run as: its user, looked up here, when the agent
+    /// runs as root (refusing a uid that disagrees with the job's claim); the
+    /// agent's own user otherwise (`None`).
+    pub fn job_user(&self, job: &corral_state::job::Job) -> Result<Option<RunAs>, String> {
+        if !self.settings.run_as_job_user {
+            return Ok(None);
+        }
+        let found = resolve_user(&job.spec.user).map_err(|e| e.to_string())?;
+        if found.uid != job.spec.uid {
+            return Err(format!(
+                "user '{}' is uid {} on this node but the job claims uid {}; refusing to run it",
+                job.spec.user, found.uid, job.spec.uid
+            ));
+        }
+        Ok(Some(found))
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.settings.node
+    }
+
+    /// `SLURM_CLUSTER_NAME`.
+    pub fn cluster_name(&self) -> String {
+        self.cluster_name
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
+    }
+
+    /// `CORRAL_CHECKPOINT_DIR` of `job`.
+    pub fn checkpoint_dir(&self, job: JobId) -> PathBuf {
+        self.settings.checkpoint_root.join(job.to_string())
+    }
+
+    /// Sets `CORRAL_STEP_SOCKET` in a job's environment, when steps are served.
+    pub fn add_step_socket(&self, env: &mut std::collections::BTreeMap<String, String>) {
+        if let Some(socket) = &self.settings.step_socket {
+            env.insert(
+                corral_proto::step::STEP_SOCKET_ENV.to_string(),
+                socket.display().to_string(),
+            );
+        }
+    }
+
+    /// Sends `signal` to every task group of attempt `key`.
+    fn kill_tasks(&self, key: AttemptKey, signal: Signal) {
+        let groups: Vec<i32> = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|a| a.get(&key).map(|r| r.tasks.iter().copied().collect()))
+            .unwrap_or_default();
+        for group in groups {
+            send(group, signal);
+        }
+    }
+
+    /// Returns once attempt `key` has no task starting and no live task group
+    /// (or is gone).
+    async fn wait_for_tasks(&self, key: AttemptKey) {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let pending = self.attempts.lock().ok().and_then(|a| {
+                a.get(&key)
+                    .map(|r| (r.starting, r.tasks.iter().copied().collect::<Vec<i32>>()))
+            });
+            let Some((starting, tasks)) = pending else {
+                return;
+            };
+            if starting == 0 && !tasks.iter().any(|g| process_group_alive(*g)) {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 
@@ -391,10 +602,6 @@ impl Supervisor {
 
     fn take(&self, key: AttemptKey) -> Option<Running> {
         self.attempts.lock().ok()?.remove(&key)
-    }
-
-    fn remove(&self, key: AttemptKey) {
-        self.take(key);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_agent::job::environment::layout::task_placements;
+use corral_agent::job::environment::layout::{block_layout, placements};
 use corral_agent::job::environment::{
     LaunchContext, TaskPlacement, batch_environment, task_environment,
 };
@@ -396,7 +396,8 @@ fn step_tasks_get_their_ranks_and_the_steps_layout() {
     let (state, id) = gang();
     let job = state.job(id).unwrap();
     let attempt = job.current_attempt().unwrap();
-    let on_n2 = task_placements(job, attempt, "n2", 8);
+    let step = block_layout(job, attempt, 8, 0);
+    let on_n2 = placements(&step, "n2");
     assert_eq!(
         on_n2
             .iter()
@@ -406,12 +407,14 @@ fn step_tasks_get_their_ranks_and_the_steps_layout() {
     );
     let base = base_env();
     let ctx = context(job, attempt, "n2", &base);
-    let out = task_environment(&ctx, on_n2[1]);
+    let out = task_environment(&ctx, &step, on_n2[1]);
     let batch_env = batch_environment(&ctx);
     // NODEID (1), NTASKS and NPROCS (8) already agree with the batch script's.
     let expected_changes = env(&[
         ("SLURM_LOCALID", "1"),
         ("SLURM_PROCID", "5"),
+        ("SLURM_STEPID", "0"),
+        ("SLURM_STEP_ID", "0"),
         ("SLURM_STEP_NODELIST", "n[1-2]"),
         ("SLURM_STEP_NUM_NODES", "2"),
         ("SLURM_STEP_NUM_TASKS", "8"),
@@ -434,8 +437,10 @@ fn a_one_task_step_runs_on_the_first_node_only() {
     let (state, id) = gang();
     let job = state.job(id).unwrap();
     let attempt = job.current_attempt().unwrap();
-    assert!(task_placements(job, attempt, "n2", 1).is_empty());
-    let on_n1 = task_placements(job, attempt, "n1", 1);
+    let step = block_layout(job, attempt, 1, 3);
+    assert_eq!(step.nodes, vec!["n1".to_string()]);
+    assert!(placements(&step, "n2").is_empty());
+    let on_n1 = placements(&step, "n1");
     assert_eq!(
         on_n1,
         vec![TaskPlacement {
@@ -446,7 +451,8 @@ fn a_one_task_step_runs_on_the_first_node_only() {
         }]
     );
     let base = BTreeMap::new();
-    let out = task_environment(&context(job, attempt, "n1", &base), on_n1[0]);
+    let out = task_environment(&context(job, attempt, "n1", &base), &step, on_n1[0]);
+    assert_eq!(out["SLURM_STEP_ID"], "3");
     assert_eq!(out["SLURM_STEP_NODELIST"], "n1");
     assert_eq!(out["SLURM_NNODES"], "1");
     assert_eq!(out["SLURM_TASKS_PER_NODE"], "1");

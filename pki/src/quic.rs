@@ -18,8 +18,21 @@ use crate::material::TlsMaterial;
 pub const AGENT_ALPN: &[u8] = b"corral-agent/1";
 
 impl TlsMaterial {
-    /// A QUIC server that requires a client certificate from the cluster CA.
+    /// A QUIC server for the agent channel that requires a client certificate
+    /// from the cluster CA.
     pub fn quic_server_config(&self) -> Result<quinn::ServerConfig, PkiError> {
+        self.quic_server_config_for(AGENT_ALPN)
+    }
+
+    /// A QUIC client for the agent channel that verifies the server against the
+    /// cluster CA and presents our certificate.
+    pub fn quic_client_config(&self) -> Result<quinn::ClientConfig, PkiError> {
+        self.quic_client_config_for(AGENT_ALPN)
+    }
+
+    /// A QUIC server speaking protocol `alpn` that requires a client
+    /// certificate from the cluster CA.
+    pub fn quic_server_config_for(&self, alpn: &[u8]) -> Result<quinn::ServerConfig, PkiError> {
         let roots = self.roots()?;
         let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
             .build()
@@ -28,20 +41,20 @@ impl TlsMaterial {
             .with_client_cert_verifier(verifier)
             .with_single_cert(self.chain()?, self.key()?)
             .map_err(|e| PkiError::InvalidCa(format!("server certificate: {e}")))?;
-        tls.alpn_protocols = vec![AGENT_ALPN.to_vec()];
+        tls.alpn_protocols = vec![alpn.to_vec()];
         let crypto = QuicServerConfig::try_from(tls)
             .map_err(|e| PkiError::InvalidCa(format!("QUIC server settings: {e}")))?;
         Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
     }
 
-    /// A QUIC client that verifies the server against the cluster CA and presents
-    /// our certificate.
-    pub fn quic_client_config(&self) -> Result<quinn::ClientConfig, PkiError> {
+    /// A QUIC client speaking protocol `alpn` that verifies the server against
+    /// the cluster CA and presents our certificate.
+    pub fn quic_client_config_for(&self, alpn: &[u8]) -> Result<quinn::ClientConfig, PkiError> {
         let mut tls = rustls::ClientConfig::builder()
             .with_root_certificates(self.roots()?)
             .with_client_auth_cert(self.chain()?, self.key()?)
             .map_err(|e| PkiError::InvalidCa(format!("client certificate: {e}")))?;
-        tls.alpn_protocols = vec![AGENT_ALPN.to_vec()];
+        tls.alpn_protocols = vec![alpn.to_vec()];
         let crypto = QuicClientConfig::try_from(tls)
             .map_err(|e| PkiError::InvalidCa(format!("QUIC client settings: {e}")))?;
         Ok(quinn::ClientConfig::new(Arc::new(crypto)))

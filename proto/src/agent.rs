@@ -7,6 +7,8 @@
 //! each report carrying the attempt number, and resends a report until the leader
 //! acknowledges that it was committed (or refused as stale).
 
+use std::collections::BTreeMap;
+
 use corral_state::ids::{AttemptNumber, JobId};
 use corral_state::job::{BatchScript, ExitStatus, Job};
 use corral_state::slurm::signal::Signal;
@@ -58,6 +60,9 @@ pub enum AgentMessage {
         resources: NodeResources,
         /// Attempts whose processes still run here.
         running: Vec<(JobId, AttemptNumber)>,
+        /// Where this agent accepts job steps from other agents (`host:port`,
+        /// UDP), when it does.
+        step_address: Option<String>,
     },
     /// Liveness and health; answered with `HeartbeatAck` (which renews the lease).
     Heartbeat {
@@ -237,6 +242,8 @@ pub struct Launch {
     pub attempt: AttemptNumber,
     /// The batch script and its environment.
     pub script: BatchScript,
+    /// Where the agents of the attempt's nodes accept job steps: node → `host:port`.
+    pub step_peers: BTreeMap<String, String>,
 }
 
 /// A frame could not be sent or read.

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod agent;
 pub mod checkpoint_marker;
 pub mod records;
+pub mod step;
 
 /// The gRPC metadata key with which a controller that does not lead names the
 /// leader's client address, so clients retry there.

@@ -201,6 +201,9 @@ pub enum Command {
         agent_version: String,
         /// Changes on every agent start.
         boot_id: String,
+        /// Where the agent accepts job steps from other agents (`host:port`, UDP).
+        #[serde(default)]
+        step_address: Option<String>,
         /// Leader time.
         at: Timestamp,
     },

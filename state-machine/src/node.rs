@@ -119,6 +119,9 @@ pub struct Registration {
     pub agent_version: String,
     /// An id that changes on every agent start; lets the leader spot restarts.
     pub boot_id: String,
+    /// Where the agent accepts job steps from other agents (`host:port`, UDP).
+    #[serde(default)]
+    pub step_address: Option<String>,
 }
 
 /// A node with its live state.

@@ -174,6 +174,7 @@ pub fn register(
             running: running.to_vec(),
             agent_version: "test".into(),
             boot_id: format!("boot-{}", when.as_ms()),
+            step_address: None,
             at: when,
         },
     )

@@ -442,6 +442,7 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 running,
                 agent_version: "test".into(),
                 boot_id: "b".into(),
+                step_address: None,
                 at: now,
             }
         }

@@ -219,6 +219,14 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             start_agent(&dir, &agent, node, &addresses, args.gpus_per_node)?;
         }
     }
+    // sbatch, srun, ... for the jobs and the shells of this cluster.
+    let exe = std::env::current_exe().context("cannot find this program's own path")?;
+    super::shims::link_all(&dir.join("bin"), &exe)?;
+    let corral_link = dir.join("bin").join("corral");
+    if corral_link.symlink_metadata().is_err() {
+        std::os::unix::fs::symlink(&exe, &corral_link)
+            .with_context(|| format!("cannot create {}", corral_link.display()))?;
+    }
     write_env(&dir, "env", &addresses, &format!("user-{user}"))?;
     write_env(&dir, "admin.env", &addresses, "user-corral-admin")?;
 
@@ -293,6 +301,8 @@ fn start_agent(
         .arg(&state_dir)
         .arg("--checkpoint-root")
         .arg(dir.join("checkpoints"))
+        // Every agent of a local cluster shares the loopback interface.
+        .args(["--step-listen", "127.0.0.1:0"])
         .args([
             "--cpus",
             &NODE_CPUS.to_string(),
@@ -429,7 +439,8 @@ fn config_text(
 fn write_env(dir: &Path, name: &str, addresses: &[String], principal: &str) -> anyhow::Result<()> {
     let certs = dir.join("certs");
     let text = format!(
-        "# Source me: corral (and the sbatch/squeue shims) then reach the local cluster.\nexport CORRAL_CLUSTER={}\nexport CORRAL_CA={}\nexport CORRAL_CERT={}\nexport CORRAL_KEY={}\n",
+        "# Source me: corral (and the sbatch, srun, ... shims in bin/) then reach the local cluster.\nexport PATH={}:$PATH\nexport CORRAL_CLUSTER={}\nexport CORRAL_CA={}\nexport CORRAL_CERT={}\nexport CORRAL_KEY={}\n",
+        dir.join("bin").display(),
         addresses.join(","),
         certs.join("ca.pem").display(),
         certs.join(format!("{principal}.pem")).display(),

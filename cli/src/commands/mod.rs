@@ -12,7 +12,8 @@ pub mod local;
 mod nodes;
 mod queue;
 mod scontrol;
-mod shims;
+pub mod shims;
+mod srun;
 mod submit;
 mod wait;
 
@@ -52,6 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Some(dir) => jobs::write_checkpoint_marker(&dir, &args),
             None => jobs::checkpoint(&connect()?, args).await,
         },
+        Command::Srun(args) => srun::run(args).await,
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),

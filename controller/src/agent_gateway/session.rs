@@ -3,6 +3,7 @@
 //! reports (proposed, acknowledged once committed or refused as stale), and the
 //! instructions reconciliation derives from committed state.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,10 +12,11 @@ use corral_pki::{Identity, Role};
 use corral_proto::agent::{
     AgentMessage, AgentReport, ControllerMessage, Launch, read_frame, write_frame,
 };
-use corral_state::Command;
 use corral_state::Outcome;
+use corral_state::ids::AttemptNumber;
 use corral_state::job::{Job, JobState};
 use corral_state::rejection::Rejection;
+use corral_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
@@ -90,6 +92,7 @@ async fn run(
         version,
         resources,
         running,
+        step_address,
     }) = hello
     else {
         return Err("the first message was not a hello".into());
@@ -127,6 +130,7 @@ async fn run(
         running: running.clone(),
         agent_version: version,
         boot_id,
+        step_address,
         at: clock::now(),
     };
     match ctx.replica.propose(register).await {
@@ -431,10 +435,12 @@ fn message_for(
                 return None;
             }
             let script = state.script_of(record)?.clone();
+            let step_peers = step_peers(state, record, *attempt);
             Some(ControllerMessage::Launch(Box::new(Launch {
                 job: record.clone(),
                 attempt: *attempt,
                 script,
+                step_peers,
             })))
         }
         Instruction::Signal((job, attempt), signal, scope) => Some(ControllerMessage::Signal {
@@ -450,6 +456,24 @@ fn message_for(
             grace_ms: kill_grace_ms,
         }),
     }
+}
+
+/// Where the agents of an attempt's nodes accept job steps, from their
+/// registrations (a node whose agent gave no address is left out; a step that
+/// needs it fails on that node with a message saying so).
+fn step_peers(state: &ClusterState, job: &Job, attempt: AttemptNumber) -> BTreeMap<String, String> {
+    let Some(record) = job.attempts.iter().find(|a| a.number == attempt) else {
+        return BTreeMap::new();
+    };
+    record
+        .allocation
+        .iter()
+        .filter_map(|a| {
+            let registration = state.nodes().get(&a.node)?.registration.as_ref()?;
+            let address = registration.step_address.clone()?;
+            Some((a.node.clone(), address))
+        })
+        .collect()
 }
 
 async fn write(send: &mut quinn::SendStream, message: &ControllerMessage) -> Result<(), String> {

@@ -593,6 +593,7 @@ impl Builder {
                 running: Vec::new(),
                 agent_version: "scenario".into(),
                 boot_id: format!("boot-{name}"),
+                step_address: None,
                 at,
             })?;
         }

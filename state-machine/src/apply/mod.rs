@@ -14,6 +14,7 @@ mod tick;
 use crate::command::{Command, Outcome};
 use crate::ids::{Actor, JobId};
 use crate::job::Job;
+use crate::node::Registration;
 use crate::rejection::Rejection;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
@@ -124,6 +125,7 @@ fn dispatch(
             running,
             agent_version,
             boot_id,
+            step_address,
             ..
         } => {
             let hardware = nodes::ReportedHardware {
@@ -131,15 +133,13 @@ fn dispatch(
                 memory_mb,
                 gpus,
             };
-            nodes::register(
-                state,
-                &node,
-                hardware,
-                &running,
+            let registration = Registration {
+                at: now,
                 agent_version,
                 boot_id,
-                now,
-            )
+                step_address,
+            };
+            nodes::register(state, &node, hardware, &running, registration)
         }
         NodeDown {
             node, reason, by, ..

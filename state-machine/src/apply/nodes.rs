@@ -73,13 +73,15 @@ pub(super) fn register(
     name: &str,
     hardware: ReportedHardware,
     running: &[(JobId, AttemptNumber)],
-    agent_version: String,
-    boot_id: String,
-    now: Timestamp,
+    registration: Registration,
 ) -> Result<Outcome, Rejection> {
+    let now = registration.at;
     let node = node_of(state, name)?;
-    check_text("agent version", &agent_version, MAX_TEXT_BYTES)?;
-    check_text("boot id", &boot_id, MAX_TEXT_BYTES)?;
+    check_text("agent version", &registration.agent_version, MAX_TEXT_BYTES)?;
+    check_text("boot id", &registration.boot_id, MAX_TEXT_BYTES)?;
+    if let Some(address) = &registration.step_address {
+        check_text("step address", address, MAX_TEXT_BYTES)?;
+    }
     let mismatch = hardware_mismatch(node, &hardware);
     let running: BTreeSet<(JobId, AttemptNumber)> = running.iter().copied().collect();
     // Attempts placed here that the agent does not run. A COMPLETING one is done
@@ -103,11 +105,7 @@ pub(super) fn register(
         if !node.is_up() {
             node.availability = Availability::Up { since: now };
         }
-        node.registration = Some(Registration {
-            at: now,
-            agent_version,
-            boot_id,
-        });
+        node.registration = Some(registration);
         if let Some(reason) = mismatch
             && node.drain.is_none()
         {

@@ -9,6 +9,7 @@
 //! consecutive ranks. So 5 tasks on two 3-CPU nodes are `3,2`, and 2 tasks on
 //! two 1-CPU nodes are `1(x2)`.
 
+use corral_proto::step::StepLayout;
 use corral_state::job::{Attempt, Job, NodeAllocation};
 use corral_state::slurm::hostlist;
 
@@ -125,24 +126,30 @@ pub fn block_distribution(ntasks: u32, capacity: &[u32]) -> Vec<u32> {
     counts
 }
 
-/// The tasks of a step of `ntasks` tasks that run on `node`, placed by Slurm's
-/// block distribution over the job's nodes (the same layout
-/// [`super::task_environment`] describes). Empty when `node` is not one of the
-/// attempt's nodes or gets no task.
-pub fn task_placements(
-    job: &Job,
-    attempt: &Attempt,
-    node: &str,
-    ntasks: u32,
-) -> Vec<TaskPlacement> {
+/// Step `step` of `ntasks` tasks placed by Slurm's block distribution over all
+/// of the attempt's nodes (the nodes that get no task are left out).
+pub fn block_layout(job: &Job, attempt: &Attempt, ntasks: u32, step: u32) -> StepLayout {
     let layout = NodeLayout::of(attempt);
-    let Some(index) = layout.index_of(node) else {
+    let counts = block_distribution(ntasks, &layout.task_capacity(job.spec.cpus_per_task));
+    let (nodes, tasks) = layout
+        .nodes()
+        .iter()
+        .zip(counts)
+        .filter(|(_, count)| *count > 0)
+        .map(|(allocation, count)| (allocation.node.clone(), count))
+        .unzip();
+    StepLayout { step, nodes, tasks }
+}
+
+/// The tasks of `step` that run on `node`: consecutive ranks, node after node.
+/// Empty when `node` gets no task.
+pub fn placements(step: &StepLayout, node: &str) -> Vec<TaskPlacement> {
+    let Some((first, nodeid)) = step.first_rank_on(node) else {
         return Vec::new();
     };
-    let counts = block_distribution(ntasks, &layout.task_capacity(job.spec.cpus_per_task));
-    let first: u32 = counts[..index].iter().sum();
-    let nodeid = u32::try_from(index).unwrap_or(u32::MAX);
-    (0..counts[index])
+    let ntasks = step.ntasks();
+    let count = step.tasks.get(nodeid as usize).copied().unwrap_or(0);
+    (0..count)
         .map(|localid| TaskPlacement {
             procid: first + localid,
             localid,

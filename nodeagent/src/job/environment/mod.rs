@@ -34,6 +34,7 @@ mod step_vars;
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
+use corral_proto::step::StepLayout;
 use corral_state::job::{Attempt, Job};
 
 use layout::NodeLayout;
@@ -77,6 +78,7 @@ const MANAGED: &[&str] = &[
     "CORRAL_ATTEMPT",
     "CORRAL_CHECKPOINT_DIR",
     "CORRAL_RESUME_FROM",
+    "CORRAL_STEP_SOCKET",
     "CUDA_VISIBLE_DEVICES",
     "ENVIRONMENT",
     "HOSTNAME",
@@ -123,6 +125,8 @@ const MANAGED: &[&str] = &[
     "SLURM_NTASKS_PER_NODE",
     "SLURM_PROCID",
     "SLURM_RESTART_COUNT",
+    "SLURM_STEPID",
+    "SLURM_STEP_ID",
     "SLURM_STEP_NODELIST",
     "SLURM_STEP_NUM_NODES",
     "SLURM_STEP_NUM_TASKS",
@@ -164,14 +168,17 @@ pub fn batch_environment(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
     env
 }
 
-/// The environment of one task of a step on `ctx.node`: the batch environment
-/// with the task's ranks and the step's shape (`SLURM_NTASKS`,
-/// `SLURM_TASKS_PER_NODE`, `SLURM_STEP_*`) laid out as Slurm's default block
-/// distribution places `task.ntasks` tasks on the job's nodes (see
-/// [`layout::task_placements`], which gives the placements that agree with it).
-pub fn task_environment(ctx: &LaunchContext<'_>, task: TaskPlacement) -> BTreeMap<String, String> {
+/// The environment of one task of `step` on `ctx.node`: the batch environment
+/// built on `ctx.base_env` (for `srun`, its own environment), with the task's
+/// ranks and the step's number and shape (`SLURM_NTASKS`,
+/// `SLURM_TASKS_PER_NODE`, `SLURM_STEP_*`); [`layout::placements`] gives the
+/// placements of a node's tasks.
+pub fn task_environment(
+    ctx: &LaunchContext<'_>,
+    step: &StepLayout,
+    task: TaskPlacement,
+) -> BTreeMap<String, String> {
     let mut env = batch_environment(ctx);
-    let layout = NodeLayout::of(ctx.attempt);
-    step_vars::add(&mut env, ctx.job, &layout, task);
+    step_vars::add(&mut env, step, task);
     env
 }

@@ -3,6 +3,8 @@
 
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use corral_state::job::ExitStatus;
@@ -13,7 +15,16 @@ use nix::unistd::{Pid, geteuid};
 use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
 use super::launch::command_as;
-use super::{ProcessError, ProcessSpec};
+use super::{ProcessError, ProcessSpec, TaskSpec};
+
+/// A task's output pipes (each `None` once taken).
+#[derive(Debug)]
+pub struct TaskOutput {
+    /// Standard output.
+    pub stdout: Option<tokio::process::ChildStdout>,
+    /// Standard error.
+    pub stderr: Option<tokio::process::ChildStderr>,
+}
 
 /// A job's process group, led by the process the agent started.
 #[derive(Debug)]
@@ -33,7 +44,7 @@ impl JobProcess {
     /// not exist, an output file cannot be created or is unsafe to write, the
     /// user cannot be switched to, or the program cannot be executed.
     pub fn spawn(spec: &ProcessSpec) -> Result<JobProcess, ProcessError> {
-        check_workdir(spec)?;
+        check_workdir(&spec.workdir)?;
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
         let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref())?;
@@ -45,9 +56,39 @@ impl JobProcess {
             .stdin(stdio.stdin)
             .stdout(stdio.stdout)
             .stderr(stdio.stderr);
+        Self::start(command, &spec.program, &spec.workdir)
+    }
+
+    /// Starts a step's task like [`JobProcess::spawn`] starts a batch script,
+    /// but with its standard output and error on pipes, returned for the
+    /// caller to read, and its input from `/dev/null`.
+    pub fn spawn_task(spec: &TaskSpec) -> Result<(JobProcess, TaskOutput), ProcessError> {
+        check_workdir(&spec.workdir)?;
+        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref())?;
+        command
+            .env_clear()
+            .envs(&spec.env)
+            .current_dir(&spec.workdir)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut process = Self::start(command, &spec.program, &spec.workdir)?;
+        let output = TaskOutput {
+            stdout: process.child.stdout.take(),
+            stderr: process.child.stderr.take(),
+        };
+        Ok((process, output))
+    }
+
+    fn start(
+        command: std::process::Command,
+        program: &Path,
+        workdir: &Path,
+    ) -> Result<JobProcess, ProcessError> {
         let spawn_error = |source: io::Error| ProcessError::Spawn {
-            program: spec.program.clone(),
-            workdir: spec.workdir.clone(),
+            program: program.to_path_buf(),
+            workdir: workdir.to_path_buf(),
             source,
         };
         let child = spawn_retrying_busy(&mut tokio::process::Command::from(command))
@@ -141,9 +182,9 @@ fn spawn_retrying_busy(command: &mut tokio::process::Command) -> io::Result<toki
 }
 
 /// Fails unless the working directory exists and is a directory.
-fn check_workdir(spec: &ProcessSpec) -> Result<(), ProcessError> {
-    let path = spec.workdir.clone();
-    match std::fs::metadata(&spec.workdir) {
+fn check_workdir(workdir: &Path) -> Result<(), ProcessError> {
+    let path = workdir.to_path_buf();
+    match std::fs::metadata(workdir) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(ProcessError::WorkdirNotDirectory { path }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(ProcessError::WorkdirMissing { path }),

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use error::ProcessError;
-pub use job_process::JobProcess;
+pub use group::{process_group_alive, signal_process_group};
+pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;
 pub use script::write_script;
 pub use user::{RunAs, resolve_user, run_as_for_job, supplementary_groups};
@@ -43,5 +44,21 @@ pub struct ProcessSpec {
     pub stdin: Option<PathBuf>,
     /// The user to run as when the agent runs as root; `None` runs the job as
     /// the agent's own user.
+    pub user: Option<RunAs>,
+}
+
+/// A task of a job step: like a [`ProcessSpec`], but its output goes to pipes
+/// the agent reads (and `srun` prints) and its input is `/dev/null`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// The program: a path, or a name looked up in `env`'s `PATH`.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The whole environment: nothing else is inherited.
+    pub env: BTreeMap<String, String>,
+    /// The working directory; it must exist.
+    pub workdir: PathBuf,
+    /// The user to run as when the agent runs as root.
     pub user: Option<RunAs>,
 }

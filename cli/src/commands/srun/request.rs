@@ -1,0 +1,184 @@
+//! Turning `srun`'s command line and environment into a step request (pure):
+//! the job from `SLURM_JOB_ID`, the shape from the options or, when none is
+//! given, from the variables the batch script inherited, and the environment
+//! the tasks get from `--export`.
+
+use std::collections::BTreeMap;
+
+use corral_proto::step::{SrunRequest, StepShapeRequest};
+use corral_state::ids::JobId;
+
+use crate::args::SrunArgs;
+
+/// Builds the request from `args`, `env` (srun's environment) and `cwd`.
+pub fn build(
+    args: &SrunArgs,
+    env: &BTreeMap<String, String>,
+    cwd: &str,
+) -> Result<SrunRequest, String> {
+    if let Some(mpi) = &args.mpi
+        && mpi != "none"
+    {
+        return Err(format!(
+            "--mpi={mpi}: corral provides no PMI; use --mpi=none with a launcher that rendezvous through the environment (torchrun, or mpirun reading SLURM_* variables)"
+        ));
+    }
+    let job = match args.jobid {
+        Some(id) => id,
+        None => {
+            let text = env.get("SLURM_JOB_ID").ok_or(
+                "srun runs inside a job: SLURM_JOB_ID is not set (submit the script with sbatch or `corral submit`)",
+            )?;
+            text.parse()
+                .map_err(|_| format!("SLURM_JOB_ID={text} is not a job id"))?
+        }
+    };
+    Ok(SrunRequest {
+        job: JobId(job),
+        argv: args.command.clone(),
+        env: exported(&args.export, env)?,
+        workdir: args.chdir.clone().unwrap_or_else(|| cwd.to_string()),
+        shape: shape(args, env)?,
+    })
+}
+
+/// The shape: options first; the inherited `SLURM_NNODES`, `SLURM_NTASKS` and
+/// `SLURM_NTASKS_PER_NODE` (the job's request) fill in only when no option
+/// about tasks or nodes was given, as the job's defaults.
+fn shape(args: &SrunArgs, env: &BTreeMap<String, String>) -> Result<StepShapeRequest, String> {
+    let number = |name: &str| -> Result<Option<u32>, String> {
+        env.get(name)
+            .map(|v| {
+                v.parse::<u32>()
+                    .map_err(|_| format!("{name}={v} is not a number; unset it or pass the option"))
+            })
+            .transpose()
+    };
+    let given = args.nodes.is_some() || args.ntasks.is_some() || args.ntasks_per_node.is_some();
+    if given {
+        return Ok(StepShapeRequest {
+            nodes: args.nodes,
+            ntasks: args.ntasks,
+            ntasks_per_node: args.ntasks_per_node,
+        });
+    }
+    Ok(StepShapeRequest {
+        nodes: number("SLURM_NNODES")?,
+        ntasks: number("SLURM_NTASKS")?,
+        ntasks_per_node: number("SLURM_NTASKS_PER_NODE")?,
+    })
+}
+
+/// What `--export` passes on: `ALL` everything; `NONE` nothing (the agent
+/// still sets the `SLURM_*` variables); otherwise the listed names (with
+/// `NAME=VALUE` setting one), on top of everything when `ALL` is listed.
+fn exported(
+    export: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for item in export.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        match item {
+            "ALL" => out.extend(env.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            "NONE" | "NIL" => {}
+            _ => match item.split_once('=') {
+                Some((name, value)) if !name.is_empty() => {
+                    out.insert(name.to_string(), value.to_string());
+                }
+                Some(_) => return Err(format!("--export: '{item}' has no variable name")),
+                None => {
+                    if let Some(value) = env.get(item) {
+                        out.insert(item.to_string(), value.clone());
+                    }
+                }
+            },
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> SrunArgs {
+        let mut argv = vec!["corral", "srun"];
+        argv.extend(line);
+        match crate::args::Cli::try_parse_from(argv)
+            .expect("parses")
+            .command
+        {
+            crate::args::Command::Srun(args) => args,
+            other => panic!("not srun: {other:?}"),
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_job_and_its_defaults_come_from_the_environment() {
+        let vars = env(&[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+            ("HOME", "/home/a"),
+        ]);
+        let request = build(&args(&["hostname"]), &vars, "/w").expect("request");
+        assert_eq!(request.job, JobId(42));
+        assert_eq!(request.workdir, "/w");
+        assert_eq!(request.argv, ["hostname"]);
+        assert_eq!(
+            request.shape,
+            StepShapeRequest {
+                nodes: Some(2),
+                ntasks: Some(8),
+                ntasks_per_node: Some(4)
+            }
+        );
+        assert_eq!(request.env, vars);
+        // Any shape option replaces the inherited ones.
+        let request = build(&args(&["-n", "1", "hostname"]), &vars, "/w").expect("request");
+        assert_eq!(
+            request.shape,
+            StepShapeRequest {
+                nodes: None,
+                ntasks: Some(1),
+                ntasks_per_node: None
+            }
+        );
+    }
+
+    #[test]
+    fn export_selects_what_the_tasks_inherit() {
+        let vars = env(&[("SLURM_JOB_ID", "1"), ("A", "1"), ("B", "2")]);
+        let only_a = build(&args(&["--export", "A,C=3", "x"]), &vars, "/").expect("request");
+        assert_eq!(only_a.env, env(&[("A", "1"), ("C", "3")]));
+        let none = build(&args(&["--export", "NONE", "x"]), &vars, "/").expect("request");
+        assert!(none.env.is_empty());
+        let all_plus = build(&args(&["--export", "ALL,B=9", "x"]), &vars, "/").expect("request");
+        assert_eq!(all_plus.env["B"], "9");
+        assert_eq!(all_plus.env["A"], "1");
+    }
+
+    #[test]
+    fn outside_a_job_or_with_a_pmi_it_says_what_to_do() {
+        let outside = build(&args(&["hostname"]), &BTreeMap::new(), "/").unwrap_err();
+        assert!(outside.contains("SLURM_JOB_ID"), "{outside}");
+        let vars = env(&[("SLURM_JOB_ID", "1")]);
+        let pmix = build(&args(&["--mpi=pmix", "x"]), &vars, "/").unwrap_err();
+        assert!(pmix.contains("--mpi=none"), "{pmix}");
+        let bad = env(&[("SLURM_JOB_ID", "1"), ("SLURM_NTASKS", "lots")]);
+        assert!(
+            build(&args(&["x"]), &bad, "/")
+                .unwrap_err()
+                .contains("SLURM_NTASKS")
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! The step socket: `srun` inside a job connects to its node's agent over a
+//! Unix socket, and that agent coordinates the step. It checks the caller's
+//! uid (the job's user, root, or the agent's own user), lays the step out on
+//! the allocation, runs this node's share itself and the other nodes' shares
+//! through their agents ([`super::peer`]), merges every share's output and
+//! exits into one stream back to `srun`, and forwards `srun`'s signals. `srun`
+//! going away aborts the step everywhere.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use corral_proto::agent::{read_frame, write_frame};
+use corral_proto::step::{SrunRequest, StepControl, StepEvent, StepLaunch};
+use corral_state::slurm::signal::Signal;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use super::peer::run_remote_share;
+use super::shape::plan_step;
+use super::tasks::run_node_share;
+use crate::supervisor::Supervisor;
+
+/// Serves `srun` on a Unix socket at `path` (replacing a stale one). The socket
+/// is open to every local user; each request is checked against the caller's
+/// uid.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(listener)
+}
+
+/// Accepts `srun` connections until the listener fails. `endpoint` reaches the
+/// other nodes' agents (`None`: this agent runs single-node steps only).
+pub async fn serve(
+    listener: UnixListener,
+    supervisor: Supervisor,
+    endpoint: Option<quinn::Endpoint>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let (supervisor, endpoint) = (supervisor.clone(), endpoint.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = coordinate(stream, supervisor, endpoint).await {
+                        tracing::debug!("step connection: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::error!("the step socket failed: {e}; srun no longer works on this node");
+                return;
+            }
+        }
+    }
+}
+
+/// One `srun`: from its request to the step's end.
+async fn coordinate(
+    stream: UnixStream,
+    supervisor: Supervisor,
+    endpoint: Option<quinn::Endpoint>,
+) -> anyhow::Result<()> {
+    let caller = stream.peer_cred()?.uid();
+    let (mut reader, mut writer) = stream.into_split();
+    let request = match read_frame::<_, StepControl>(&mut reader).await? {
+        Some(StepControl::Run(request)) => *request,
+        _ => {
+            let refusal = StepEvent::Refused("the first message was not a step request".into());
+            write_frame(&mut writer, &refusal).await?;
+            return Ok(());
+        }
+    };
+    let launches = match plan(&supervisor, caller, &request) {
+        Ok(launch) => launch,
+        Err(reason) => {
+            write_frame(&mut writer, &StepEvent::Refused(reason)).await?;
+            return Ok(());
+        }
+    };
+    write_frame(&mut writer, &StepEvent::Started(launches.layout.clone())).await?;
+    let key = (launches.job, launches.attempt);
+    let peers = supervisor
+        .step_attempt(key)
+        .map(|l| l.step_peers.clone())
+        .unwrap_or_default();
+    let (events_tx, mut events) = mpsc::channel(256);
+    let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
+    for node in &launches.layout.nodes {
+        let (control_tx, control) = mpsc::channel(16);
+        controls.push(control_tx);
+        let events = events_tx.clone();
+        if node == supervisor.node() {
+            let launch = launches.clone();
+            tokio::spawn(run_node_share(
+                supervisor.clone(),
+                key,
+                launch,
+                events,
+                control,
+            ));
+            continue;
+        }
+        let lost = |message: String| StepEvent::NodeLost {
+            node: node.clone(),
+            message,
+        };
+        match (&endpoint, peers.get(node)) {
+            (Some(endpoint), Some(address)) => {
+                tokio::spawn(run_remote_share(
+                    endpoint.clone(),
+                    node.clone(),
+                    address.clone(),
+                    launches.clone(),
+                    events,
+                    control,
+                ));
+            }
+            (None, _) => {
+                let message = format!(
+                    "the agent of {} serves no step channel (--step-listen), so it cannot reach {node}",
+                    supervisor.node()
+                );
+                let _ = events.send(lost(message)).await;
+            }
+            (_, None) => {
+                let message = format!(
+                    "the agent of {node} registered no step address; start it with --step-listen"
+                );
+                let _ = events.send(lost(message)).await;
+            }
+        }
+    }
+    drop(events_tx);
+    // srun's signals; its connection closing aborts the step.
+    let (signals_tx, mut signals) = mpsc::channel::<Signal>(16);
+    tokio::spawn(async move {
+        while let Ok(Some(StepControl::Signal(signal))) = read_frame(&mut reader).await {
+            if signals_tx.send(signal).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut open = launches.layout.nodes.len();
+    let mut srun_present = true;
+    while open > 0 {
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                if matches!(event, StepEvent::Finished | StepEvent::NodeLost { .. }) {
+                    open -= 1;
+                }
+                if matches!(event, StepEvent::Finished) {
+                    continue;
+                }
+                if write_frame(&mut writer, &event).await.is_err() {
+                    // srun is gone: dropping the controls aborts every share.
+                    controls.clear();
+                    break;
+                }
+            }
+            signal = signals.recv(), if srun_present => match signal {
+                Some(signal) => {
+                    for control in &controls {
+                        let _ = control.send(signal).await;
+                    }
+                }
+                None => {
+                    srun_present = false;
+                    controls.clear();
+                }
+            },
+        }
+    }
+    if srun_present {
+        write_frame(&mut writer, &StepEvent::Finished).await?;
+    }
+    Ok(())
+}
+
+/// Checks the caller and lays the step out; every refusal says why.
+fn plan(supervisor: &Supervisor, caller: u32, request: &SrunRequest) -> Result<StepLaunch, String> {
+    let node = supervisor.node();
+    let (key, launch) = supervisor.step_attempt_of_job(request.job).ok_or_else(|| {
+        format!(
+            "job {} has no running attempt on {node}; srun runs inside a job's allocation, on one of its nodes",
+            request.job
+        )
+    })?;
+    let job = &launch.job;
+    let own = nix::unistd::geteuid().as_raw();
+    if caller != 0 && caller != own && caller != job.spec.uid {
+        return Err(format!(
+            "uid {caller} may not start steps in job {}, which belongs to {} (uid {})",
+            job.id, job.spec.user, job.spec.uid
+        ));
+    }
+    let attempt = job
+        .attempts
+        .iter()
+        .find(|a| a.number == key.1)
+        .ok_or_else(|| format!("job {} has no attempt {}", key.0, key.1))?;
+    if request.argv.is_empty() {
+        return Err("no command given: srun [OPTIONS] COMMAND [ARGS...]".into());
+    }
+    // Check the shape before taking a step number.
+    plan_step(job, attempt, &request.shape, 0).map_err(|e| e.to_string())?;
+    let step = supervisor
+        .next_step(key)
+        .ok_or_else(|| format!("job {} is ending on {node}", key.0))?;
+    let layout = plan_step(job, attempt, &request.shape, step).map_err(|e| e.to_string())?;
+    Ok(StepLaunch {
+        job: key.0,
+        attempt: key.1,
+        layout,
+        argv: request.argv.clone(),
+        env: request.env.clone(),
+        workdir: request.workdir.clone(),
+    })
+}

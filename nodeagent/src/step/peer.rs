@@ -1,0 +1,218 @@
+//! The agent-to-agent step channel (QUIC, mutual TLS against the cluster CA,
+//! agent certificates both ends): the coordinating agent opens one stream per
+//! node's share, sends a [`StepControl::Launch`] and then any signals; the
+//! other agent answers with the share's [`StepEvent`]s, ending with `Finished`
+//! (or `Refused`). The stream closing before `Finished` aborts the share.
+//!
+//! A launch is accepted only from the agent of a node of the same attempt's
+//! allocation, and only for the attempt that runs here now: a step of a
+//! requeued attempt cannot start on its old nodes (fencing).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use corral_pki::{Role, identity_of_connection};
+use corral_proto::agent::{read_frame, write_frame};
+use corral_proto::step::{StepControl, StepEvent, StepLaunch};
+use corral_state::slurm::signal::Signal;
+use tokio::sync::mpsc;
+
+use super::tasks::run_node_share;
+use crate::supervisor::Supervisor;
+
+/// How long connecting to another node's agent may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Accepts step launches from other agents until the endpoint closes.
+pub async fn serve(endpoint: quinn::Endpoint, supervisor: Supervisor) {
+    while let Some(incoming) = endpoint.accept().await {
+        let supervisor = supervisor.clone();
+        tokio::spawn(async move {
+            let connection = match incoming.await {
+                Ok(connection) => connection,
+                Err(e) => {
+                    tracing::debug!("step connection failed: {e}");
+                    return;
+                }
+            };
+            let identity = match identity_of_connection(&connection) {
+                Ok(identity) if identity.role == Role::Agent => identity,
+                Ok(identity) => {
+                    tracing::warn!(%identity, "refused a step connection: not an agent");
+                    connection.close(1u32.into(), b"agents only");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!("refused a step connection: {e}");
+                    connection.close(1u32.into(), b"no identity");
+                    return;
+                }
+            };
+            while let Ok((send, recv)) = connection.accept_bi().await {
+                let supervisor = supervisor.clone();
+                let from = identity.name.clone();
+                tokio::spawn(serve_share(supervisor, from, send, recv));
+            }
+        });
+    }
+}
+
+/// One share asked for by the agent of node `from`.
+async fn serve_share(
+    supervisor: Supervisor,
+    from: String,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    let launch = match read_frame::<_, StepControl>(&mut recv).await {
+        Ok(Some(StepControl::Launch(launch))) => *launch,
+        Ok(_) => {
+            let refusal = StepEvent::Refused("the first message was not a step launch".into());
+            let _ = write_frame(&mut send, &refusal).await;
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(%from, "reading a step launch: {e}");
+            return;
+        }
+    };
+    let key = (launch.job, launch.attempt);
+    if let Err(reason) = admit(&supervisor, &from, &launch) {
+        tracing::warn!(%from, job = %key.0, "refused a step: {reason}");
+        let _ = write_frame(&mut send, &StepEvent::Refused(reason)).await;
+        let _ = send.finish();
+        return;
+    }
+    let (events_tx, mut events) = mpsc::channel(256);
+    let (control_tx, control) = mpsc::channel(16);
+    // The coordinator's signals; the stream ending before the share does aborts it.
+    tokio::spawn(async move {
+        while let Ok(Some(StepControl::Signal(signal))) = read_frame(&mut recv).await {
+            if control_tx.send(signal).await.is_err() {
+                return;
+            }
+        }
+    });
+    tokio::spawn(run_node_share(supervisor, key, launch, events_tx, control));
+    while let Some(event) = events.recv().await {
+        let last = matches!(event, StepEvent::Finished | StepEvent::NodeLost { .. });
+        if write_frame(&mut send, &event).await.is_err() || last {
+            break;
+        }
+    }
+    let _ = send.finish();
+    let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
+}
+
+/// Whether the agent of `from` may start `launch` here.
+fn admit(supervisor: &Supervisor, from: &str, launch: &StepLaunch) -> Result<(), String> {
+    let node = supervisor.node();
+    let running = supervisor
+        .step_attempt((launch.job, launch.attempt))
+        .ok_or_else(|| {
+            format!(
+                "job {} attempt {} does not run on {node} (it ended, was requeued, or has not started here yet)",
+                launch.job, launch.attempt
+            )
+        })?;
+    let in_allocation = running
+        .job
+        .attempts
+        .iter()
+        .find(|a| a.number == launch.attempt)
+        .is_some_and(|a| a.allocation.iter().any(|n| n.node == from));
+    if !in_allocation {
+        return Err(format!(
+            "node '{from}' is not part of job {}'s allocation",
+            launch.job
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `node`'s share of a step through its agent at `address`, forwarding
+/// its events to `events` (ending with `Finished`, or `NodeLost` when the
+/// agent cannot be reached, refuses, or goes away) and `control`'s signals to
+/// it. Closing `control` aborts the share there.
+pub async fn run_remote_share(
+    endpoint: quinn::Endpoint,
+    node: String,
+    address: String,
+    launch: StepLaunch,
+    events: mpsc::Sender<StepEvent>,
+    control: mpsc::Receiver<Signal>,
+) {
+    if let Err(message) = remote_share(&endpoint, &node, &address, launch, &events, control).await {
+        let _ = events.send(StepEvent::NodeLost { node, message }).await;
+    }
+}
+
+async fn remote_share(
+    endpoint: &quinn::Endpoint,
+    node: &str,
+    address: &str,
+    launch: StepLaunch,
+    events: &mpsc::Sender<StepEvent>,
+    mut control: mpsc::Receiver<Signal>,
+) -> Result<(), String> {
+    let target = resolve(address).await?;
+    let connecting = endpoint
+        .connect(target, node)
+        .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))?;
+    let connection = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| format!("the agent of {node} at {address} did not answer within 5 s"))?
+        .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))?;
+    let (mut send, mut recv) = connection
+        .open_bi()
+        .await
+        .map_err(|e| format!("the agent of {node}: {e}"))?;
+    write_frame(&mut send, &StepControl::Launch(Box::new(launch)))
+        .await
+        .map_err(|e| format!("the agent of {node}: {e}"))?;
+    // Signals go out on the same stream; the control channel closing (srun
+    // went away) closes the connection, which aborts the share there.
+    let closer = connection.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(signal) = control.recv().await {
+            if write_frame(&mut send, &StepControl::Signal(signal))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        closer.close(0u32.into(), b"step aborted");
+    });
+    let result = loop {
+        match read_frame::<_, StepEvent>(&mut recv).await {
+            Ok(Some(StepEvent::Finished)) => {
+                let _ = events.send(StepEvent::Finished).await;
+                break Ok(());
+            }
+            Ok(Some(StepEvent::Refused(reason))) => break Err(format!("{node} refused: {reason}")),
+            Ok(Some(event)) => {
+                if events.send(event).await.is_err() {
+                    break Ok(());
+                }
+            }
+            Ok(None) => {
+                break Err(format!(
+                    "the agent of {node} ended the step before its tasks did"
+                ));
+            }
+            Err(e) => break Err(format!("lost the agent of {node}: {e}")),
+        }
+    };
+    forwarder.abort();
+    connection.close(0u32.into(), b"done");
+    result
+}
+
+async fn resolve(address: &str) -> Result<SocketAddr, String> {
+    tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| format!("cannot resolve step address {address}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("step address {address} resolves to nothing"))
+}

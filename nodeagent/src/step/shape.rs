@@ -1,0 +1,200 @@
+//! Laying a step out on the allocation (pure): which nodes run it and how many
+//! tasks each runs, from `srun`'s `-N`, `-n` and `--ntasks-per-node`.
+//!
+//! The step uses the allocation's first N nodes in `SLURM_JOB_NODELIST` order
+//! (all of them by default). With `--ntasks-per-node=K` each node runs K tasks
+//! (the last ones fewer when `-n` says so); otherwise `-n` tasks (one per node
+//! by default) are placed by Slurm's block distribution, and a step with fewer
+//! tasks than nodes shrinks to as many nodes as tasks, as `srun` does.
+
+use corral_proto::step::{StepLayout, StepShapeRequest};
+use corral_state::job::{Attempt, Job};
+
+use crate::job::environment::layout::{NodeLayout, block_distribution};
+
+/// Why a step cannot be laid out on the allocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepShapeError {
+    /// `-N` asked for more nodes than the job holds (or none).
+    #[error(
+        "-N {asked}: the job holds {held} node(s); ask for 1 to {held} (srun runs inside the job's allocation)"
+    )]
+    Nodes {
+        /// Asked for.
+        asked: u32,
+        /// Held by the job.
+        held: usize,
+    },
+    /// `-n 0` or `--ntasks-per-node=0`.
+    #[error("a step needs at least one task; give -n and --ntasks-per-node values of 1 or more")]
+    NoTasks,
+    /// `-n` is more than `--ntasks-per-node` times the nodes.
+    #[error(
+        "-n {ntasks} with --ntasks-per-node={per_node} on {nodes} node(s) leaves tasks without a node; raise -N or --ntasks-per-node, or lower -n"
+    )]
+    TooManyTasks {
+        /// `-n`.
+        ntasks: u32,
+        /// `--ntasks-per-node`.
+        per_node: u32,
+        /// Nodes of the step.
+        nodes: u32,
+    },
+}
+
+/// Step number `step` of `job`'s attempt laid out as `request` asks.
+pub fn plan_step(
+    job: &Job,
+    attempt: &Attempt,
+    request: &StepShapeRequest,
+    step: u32,
+) -> Result<StepLayout, StepShapeError> {
+    let layout = NodeLayout::of(attempt);
+    let held = layout.len();
+    let held_u32 = u32::try_from(held).unwrap_or(u32::MAX);
+    let mut nodes = request.nodes.unwrap_or(held_u32);
+    if nodes == 0 || nodes > held_u32 {
+        return Err(StepShapeError::Nodes { asked: nodes, held });
+    }
+    if request.ntasks == Some(0) || request.ntasks_per_node == Some(0) {
+        return Err(StepShapeError::NoTasks);
+    }
+    let counts = match request.ntasks_per_node {
+        Some(per_node) => {
+            let room = u64::from(per_node) * u64::from(nodes);
+            let ntasks = request
+                .ntasks
+                .unwrap_or(u32::try_from(room).unwrap_or(u32::MAX));
+            if u64::from(ntasks) > room {
+                return Err(StepShapeError::TooManyTasks {
+                    ntasks,
+                    per_node,
+                    nodes,
+                });
+            }
+            let mut left = ntasks;
+            (0..nodes)
+                .map(|_| {
+                    let here = left.min(per_node);
+                    left -= here;
+                    here
+                })
+                .collect::<Vec<u32>>()
+        }
+        None => {
+            let ntasks = request.ntasks.unwrap_or(nodes);
+            nodes = nodes.min(ntasks);
+            let capacity: Vec<u32> = layout
+                .task_capacity(job.spec.cpus_per_task)
+                .into_iter()
+                .take(nodes as usize)
+                .collect();
+            block_distribution(ntasks, &capacity)
+        }
+    };
+    let (names, tasks) = layout
+        .nodes()
+        .iter()
+        .zip(counts)
+        .filter(|(_, count)| *count > 0)
+        .map(|(allocation, count)| (allocation.node.clone(), count))
+        .unzip();
+    Ok(StepLayout {
+        step,
+        nodes: names,
+        tasks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_state::testkit::{at, cluster, spec, start, submit};
+
+    fn two_node_job() -> Job {
+        let mut state = cluster(2, 8);
+        let id = submit(&mut state, spec("alice", 2, 8), at(1));
+        start(&mut state, id, at(2));
+        state.job(id).cloned().expect("job")
+    }
+
+    fn plan(
+        job: &Job,
+        nodes: Option<u32>,
+        ntasks: Option<u32>,
+        per_node: Option<u32>,
+    ) -> Result<StepLayout, StepShapeError> {
+        let attempt = job.current_attempt().expect("attempt");
+        let request = StepShapeRequest {
+            nodes,
+            ntasks,
+            ntasks_per_node: per_node,
+        };
+        plan_step(job, attempt, &request, 0)
+    }
+
+    #[test]
+    fn by_default_one_task_on_every_node() {
+        let job = two_node_job();
+        let step = plan(&job, None, None, None).expect("layout");
+        assert_eq!(step.tasks, vec![1, 1]);
+        assert_eq!(step.nodes.len(), 2);
+        assert_eq!(step.ntasks(), 2);
+    }
+
+    #[test]
+    fn ntasks_per_node_fills_each_node_and_n_trims_the_last() {
+        let job = two_node_job();
+        assert_eq!(
+            plan(&job, None, None, Some(4)).expect("layout").tasks,
+            vec![4, 4]
+        );
+        assert_eq!(
+            plan(&job, None, Some(6), Some(4)).expect("layout").tasks,
+            vec![4, 2]
+        );
+        assert_eq!(
+            plan(&job, None, Some(3), Some(4)).expect("layout").tasks,
+            vec![3]
+        );
+        assert_eq!(
+            plan(&job, Some(1), Some(5), Some(4)),
+            Err(StepShapeError::TooManyTasks {
+                ntasks: 5,
+                per_node: 4,
+                nodes: 1
+            })
+        );
+    }
+
+    #[test]
+    fn fewer_tasks_than_nodes_shrinks_the_step() {
+        let job = two_node_job();
+        let step = plan(&job, None, Some(1), None).expect("layout");
+        assert_eq!(step.tasks, vec![1]);
+        assert_eq!(step.nodes.len(), 1);
+        let one = plan(&job, Some(1), None, None).expect("layout");
+        assert_eq!(one.nodes, step.nodes);
+    }
+
+    #[test]
+    fn bad_requests_say_what_is_wrong() {
+        let job = two_node_job();
+        assert_eq!(
+            plan(&job, Some(3), None, None),
+            Err(StepShapeError::Nodes { asked: 3, held: 2 })
+        );
+        assert_eq!(
+            plan(&job, Some(0), None, None),
+            Err(StepShapeError::Nodes { asked: 0, held: 2 })
+        );
+        assert_eq!(
+            plan(&job, None, Some(0), None),
+            Err(StepShapeError::NoTasks)
+        );
+        assert_eq!(
+            plan(&job, None, None, Some(0)),
+            Err(StepShapeError::NoTasks)
+        );
+    }
+}

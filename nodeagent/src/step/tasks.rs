@@ -1,0 +1,256 @@
+//! Running one node's share of a step: its tasks, each in its own process group
+//! under the attempt (so a kill, an XID or fencing ends them with the job), as
+//! the job's user, with `srun`'s environment overlaid with the task's `SLURM_*`
+//! values; their output and exits become [`StepEvent`]s.
+//!
+//! The share ends with exactly one terminal event: `Finished` once every task
+//! has ended and its group is empty, or `NodeLost` when the attempt no longer
+//! runs here. Closing the control channel aborts the share: SIGTERM to every
+//! task, SIGKILL [`ABORT_GRACE`] later (`srun` went away, or the coordinating
+//! agent did).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use corral_proto::step::{OutputStream, StepEvent, StepLaunch};
+use corral_state::job::ExitStatus;
+use corral_state::slurm::signal::Signal;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::job::environment::layout::placements;
+use crate::job::environment::{LaunchContext, task_environment};
+use crate::job::process::{JobProcess, TaskOutput, TaskSpec, signal_process_group};
+use crate::supervisor::{AttemptKey, Supervisor};
+
+/// Between SIGTERM and SIGKILL when a step is aborted.
+pub const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// How much output one event carries at most.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Runs this node's tasks of `launch` in attempt `key`, sending their output
+/// and exits to `events`, and forwarding the signals received on `control`.
+pub async fn run_node_share(
+    supervisor: Supervisor,
+    key: AttemptKey,
+    launch: StepLaunch,
+    events: mpsc::Sender<StepEvent>,
+    mut control: mpsc::Receiver<Signal>,
+) {
+    let node = supervisor.node().to_string();
+    let lost = |message: String| StepEvent::NodeLost {
+        node: node.clone(),
+        message,
+    };
+    let Some(attempt_launch) = supervisor.step_attempt(key) else {
+        let message = format!(
+            "job {} attempt {} no longer runs on {node} (it ended or was requeued)",
+            key.0, key.1
+        );
+        let _ = events.send(lost(message)).await;
+        return;
+    };
+    let job = &attempt_launch.job;
+    let Some(attempt) = job.attempts.iter().find(|a| a.number == key.1) else {
+        let _ = events
+            .send(lost(format!("job {} has no attempt {}", key.0, key.1)))
+            .await;
+        return;
+    };
+    let failed = |task: u32, message: String| StepEvent::TaskFailed {
+        task,
+        node: node.clone(),
+        message,
+    };
+    let user = supervisor.job_user(job);
+    let cluster_name = supervisor.cluster_name();
+    let checkpoint_dir = supervisor.checkpoint_dir(job.id).display().to_string();
+    let mut running: JoinSet<(u32, ExitStatus)> = JoinSet::new();
+    // Live tasks' groups, by rank.
+    let mut groups: BTreeMap<u32, i32> = BTreeMap::new();
+    for task in placements(&launch.layout, &node) {
+        let user = match &user {
+            Ok(user) => user.clone(),
+            Err(message) => {
+                let _ = events.send(failed(task.procid, message.clone())).await;
+                continue;
+            }
+        };
+        let Some((program, args)) = launch.argv.split_first() else {
+            let _ = events
+                .send(failed(task.procid, "no command to run".into()))
+                .await;
+            continue;
+        };
+        let ctx = LaunchContext {
+            job,
+            attempt,
+            node: &node,
+            cluster_name: &cluster_name,
+            checkpoint_dir: &checkpoint_dir,
+            base_env: &launch.env,
+        };
+        let mut env = task_environment(&ctx, &launch.layout, task);
+        supervisor.add_step_socket(&mut env);
+        let spec = TaskSpec {
+            program: PathBuf::from(program),
+            args: args.to_vec(),
+            env,
+            workdir: PathBuf::from(&launch.workdir),
+            user,
+        };
+        if !supervisor.begin_task(key) {
+            let message = format!("job {} is ending; the task was not started", key.0);
+            let _ = events.send(failed(task.procid, message)).await;
+            continue;
+        }
+        match JobProcess::spawn_task(&spec) {
+            Err(e) => {
+                supervisor.task_not_started(key);
+                let _ = events.send(failed(task.procid, e.to_string())).await;
+            }
+            Ok((process, output)) => {
+                let group = process.pid() as i32;
+                if !supervisor.task_started(key, group) {
+                    let _ = process.kill();
+                }
+                groups.insert(task.procid, group);
+                let readers = read_output(output, task.procid, &events);
+                running.spawn(watch_task(
+                    supervisor.clone(),
+                    key,
+                    process,
+                    readers,
+                    task.procid,
+                ));
+            }
+        }
+    }
+    let mut control_open = true;
+    loop {
+        tokio::select! {
+            done = running.join_next() => match done {
+                None => break,
+                Some(Ok((task, status))) => {
+                    groups.remove(&task);
+                    let _ = events
+                        .send(StepEvent::TaskExited { task, node: node.clone(), status })
+                        .await;
+                }
+                Some(Err(e)) => tracing::error!(job = %key.0, "a task watcher failed: {e}"),
+            },
+            signal = control.recv(), if control_open => match signal {
+                Some(signal) => {
+                    for group in groups.values() {
+                        signal_process_group(*group, signal);
+                    }
+                }
+                None => {
+                    control_open = false;
+                    abort(groups.values().copied().collect());
+                }
+            },
+        }
+    }
+    let _ = events.send(StepEvent::Finished).await;
+}
+
+/// SIGTERM now and SIGKILL after [`ABORT_GRACE`] to `groups`.
+fn abort(groups: Vec<i32>) {
+    for group in &groups {
+        signal_process_group(*group, Signal::TERM);
+    }
+    tokio::spawn(async move {
+        tokio::time::sleep(ABORT_GRACE).await;
+        for group in groups {
+            signal_process_group(group, Signal::KILL);
+        }
+    });
+}
+
+/// Waits for a task's leader, ends what it left in its group, lets its output
+/// drain, waits for the group to be empty, and returns its exit.
+async fn watch_task(
+    supervisor: Supervisor,
+    key: AttemptKey,
+    mut process: JobProcess,
+    readers: Vec<JoinHandle<()>>,
+    task: u32,
+) -> (u32, ExitStatus) {
+    let status = match process.wait().await {
+        Ok(status) => status,
+        Err(e) => {
+            tracing::error!(job = %key.0, task, "waiting for a task: {e}");
+            ExitStatus {
+                code: 1,
+                signal: None,
+            }
+        }
+    };
+    let _ = process.kill();
+    for reader in readers {
+        let _ = reader.await;
+    }
+    let mut pause = Duration::from_millis(2);
+    while process.group_alive() {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+    supervisor.task_gone(key, process.pid() as i32);
+    (task, status)
+}
+
+/// Forwards a task's output to `events` until both pipes close.
+fn read_output(
+    output: TaskOutput,
+    task: u32,
+    events: &mpsc::Sender<StepEvent>,
+) -> Vec<JoinHandle<()>> {
+    let mut readers = Vec::new();
+    if let Some(stdout) = output.stdout {
+        readers.push(tokio::spawn(forward(
+            stdout,
+            task,
+            OutputStream::Stdout,
+            events.clone(),
+        )));
+    }
+    if let Some(stderr) = output.stderr {
+        readers.push(tokio::spawn(forward(
+            stderr,
+            task,
+            OutputStream::Stderr,
+            events.clone(),
+        )));
+    }
+    readers
+}
+
+/// Reads `pipe` to its end. When nobody listens any more the output is read
+/// and dropped, so the task never blocks on a full pipe.
+async fn forward<R: AsyncRead + Unpin>(
+    mut pipe: R,
+    task: u32,
+    stream: OutputStream,
+    events: mpsc::Sender<StepEvent>,
+) {
+    let mut buffer = vec![0u8; CHUNK_BYTES];
+    let mut listening = true;
+    loop {
+        let read = match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        if listening {
+            let event = StepEvent::Output {
+                task,
+                stream,
+                data: buffer[..read].to_vec(),
+            };
+            listening = events.send(event).await.is_ok();
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Job steps (`srun` inside an allocation): the messages between `srun` and the
+//! agent of its node (a Unix socket; the agent checks the caller's uid), and
+//! between that agent, which coordinates the step, and the agents of the
+//! step's other nodes (QUIC with mutual TLS, agent certificates both ends).
+//!
+//! Steps never pass through the controllers: a leader failover does not touch
+//! a running step or its output, as in Slurm, where `srun` talks to `slurmd`
+//! directly. Frames are the agent channel's ([`crate::agent::write_frame`]).
+
+use std::collections::BTreeMap;
+
+use corral_state::ids::{AttemptNumber, JobId};
+use corral_state::job::ExitStatus;
+use corral_state::slurm::signal::Signal;
+use serde::{Deserialize, Serialize};
+
+/// The environment variable naming the agent's step socket inside a job.
+pub const STEP_SOCKET_ENV: &str = "CORRAL_STEP_SOCKET";
+
+/// The ALPN protocol of the agent-to-agent step channel.
+pub const STEP_ALPN: &[u8] = b"corral-step/1";
+
+/// What `srun` asked for; the coordinating agent lays the step out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepShapeRequest {
+    /// `-N/--nodes`: the step runs on the allocation's first N nodes.
+    pub nodes: Option<u32>,
+    /// `-n/--ntasks`.
+    pub ntasks: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub ntasks_per_node: Option<u32>,
+}
+
+/// `srun` → its node's agent: run a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrunRequest {
+    /// `SLURM_JOB_ID` of the allocation `srun` runs in.
+    pub job: JobId,
+    /// The command and its arguments (the program is looked up in the task's `PATH`).
+    pub argv: Vec<String>,
+    /// `srun`'s environment, which the tasks get (`--export`), before the
+    /// agent sets the step's and the task's `SLURM_*` variables.
+    pub env: BTreeMap<String, String>,
+    /// The tasks' working directory.
+    pub workdir: String,
+    /// Nodes and tasks.
+    pub shape: StepShapeRequest,
+}
+
+/// `srun` → agent, and coordinating agent → the agent of another node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepControl {
+    /// Start the step (first message only).
+    Run(Box<SrunRequest>),
+    /// Start this node's share of a laid-out step (agent to agent).
+    Launch(Box<StepLaunch>),
+    /// Forward a signal to every task (srun got it).
+    Signal(Signal),
+}
+
+/// How a step is laid out: its nodes, in `SLURM_JOB_NODELIST` order, and the
+/// number of tasks on each (their ranks are consecutive, node after node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLayout {
+    /// The step's number within the job (0, 1, ...).
+    pub step: u32,
+    /// The nodes.
+    pub nodes: Vec<String>,
+    /// Tasks on each node.
+    pub tasks: Vec<u32>,
+}
+
+impl StepLayout {
+    /// Tasks in the step.
+    pub fn ntasks(&self) -> u32 {
+        self.tasks.iter().sum()
+    }
+
+    /// The rank of `node`'s first task and its index, when it runs tasks.
+    pub fn first_rank_on(&self, node: &str) -> Option<(u32, u32)> {
+        let index = self.nodes.iter().position(|n| n == node)?;
+        let first = self.tasks[..index].iter().sum();
+        Some((first, u32::try_from(index).ok()?))
+    }
+}
+
+/// One node's share of a step, sent by the coordinating agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLaunch {
+    /// The job.
+    pub job: JobId,
+    /// The attempt running now (a stale attempt is refused: fencing).
+    pub attempt: AttemptNumber,
+    /// The step.
+    pub layout: StepLayout,
+    /// The command.
+    pub argv: Vec<String>,
+    /// `srun`'s environment.
+    pub env: BTreeMap<String, String>,
+    /// The working directory.
+    pub workdir: String,
+}
+
+/// Which output a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Agent → `srun`, and an agent running tasks → the coordinating agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepEvent {
+    /// The step is laid out and launching (to `srun` only).
+    Started(StepLayout),
+    /// Output from a task.
+    Output {
+        /// The task's rank.
+        task: u32,
+        /// Which stream.
+        stream: OutputStream,
+        /// The bytes, as read.
+        data: Vec<u8>,
+    },
+    /// A task ended.
+    TaskExited {
+        /// Its rank.
+        task: u32,
+        /// Its node.
+        node: String,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// A task could not be started (no such program, no working directory...).
+    TaskFailed {
+        /// Its rank.
+        task: u32,
+        /// Its node.
+        node: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A node's tasks were lost: its agent could not be reached or went away.
+    NodeLost {
+        /// The node.
+        node: String,
+        /// Why.
+        message: String,
+    },
+    /// The step cannot run; nothing was started. The reason says why.
+    Refused(String),
+    /// Every task this sender ran has ended; nothing follows.
+    Finished,
+}
