@@ -68,8 +68,7 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
     })?;
     let work = dir.join("demo");
     std::fs::create_dir_all(&work)?;
-    let corral = std::env::current_exe().context("cannot find the corral binary")?;
-    let train = write(&work, "train.sh", &train_script(&corral))?;
+    let train = write(&work, "train.sh", &train_script(&dir.join("bin")))?;
     let array = write(&work, "array.sh", ARRAY_SCRIPT)?;
     let prepare = write(&work, "prepare.sh", PREPARE_SCRIPT)?;
     let evaluate = write(&work, "evaluate.sh", EVALUATE_SCRIPT)?;
@@ -188,11 +187,14 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
     );
     let output =
         std::fs::read_to_string(work.join(format!("train-{train_id}.out"))).unwrap_or_default();
-    let resumed_line = output
-        .lines()
-        .find(|l| l.contains("resuming"))
-        .unwrap_or("(no resume line in the output)");
-    println!("\ntraining output: {resumed_line}");
+    let resumed: Vec<&str> = output.lines().filter(|l| l.contains("resuming")).collect();
+    println!("\ntraining output (srun -l, one rank per node):");
+    if resumed.is_empty() {
+        println!("  (no resume line in the output)");
+    }
+    for line in resumed {
+        println!("  {line}");
+    }
     let all_completed = jobs.iter().all(|j| j.state == JobState::Completed);
     say(if all_completed {
         "every job completed; the training job lost at most the steps since its last checkpoint"
@@ -300,35 +302,43 @@ async fn wait_for(
     }
 }
 
-/// The training job: resumes from `CORRAL_RESUME_FROM` (a file holding the step),
-/// checkpoints every 5 steps through `corral checkpoint`.
-fn train_script(corral: &Path) -> String {
+/// The training job, written as Slurm scripts are: `srun` starts one rank per
+/// node (as `srun torchrun ...` would), each rank resumes from
+/// `CORRAL_RESUME_FROM` (a file holding the step), and rank 0 checkpoints every
+/// 5 steps through `corral checkpoint`. `bin` holds the cluster's `srun`,
+/// `scontrol` and `corral`.
+fn train_script(bin: &Path) -> String {
     format!(
         r#"#!/bin/bash
 #SBATCH --job-name=train
 #SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
 #SBATCH --time=10:00
 #SBATCH --output=train-%j.out
+export PATH="{bin}:$PATH"
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+srun -l bash -c '
 step=0
 if [ -n "$CORRAL_RESUME_FROM" ] && [ -f "$CORRAL_RESUME_FROM" ]; then
   step=$(cat "$CORRAL_RESUME_FROM")
-  echo "attempt $CORRAL_ATTEMPT on $SLURM_JOB_NODELIST: resuming from step $step ($CORRAL_RESUME_FROM)"
+  echo "attempt $CORRAL_ATTEMPT, rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME (master $MASTER_ADDR): resuming from step $step"
 else
-  echo "attempt $CORRAL_ATTEMPT on $SLURM_JOB_NODELIST: starting from step 0"
+  echo "attempt $CORRAL_ATTEMPT, rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME (master $MASTER_ADDR): starting from step 0"
 fi
 while [ "$step" -lt {TRAIN_STEPS} ]; do
   sleep 0.3
   step=$((step + 1))
-  if [ $((step % 5)) -eq 0 ]; then
+  if [ "$SLURM_PROCID" = 0 ] && [ $((step % 5)) -eq 0 ]; then
     echo "$step" > "$CORRAL_CHECKPOINT_DIR/step-$step"
-    {corral} checkpoint --step "$step" --path "$CORRAL_CHECKPOINT_DIR/step-$step"
+    corral checkpoint --step "$step" --path "$CORRAL_CHECKPOINT_DIR/step-$step"
     echo "checkpoint at step $step"
   fi
 done
 echo "training done at step $step"
+'
 "#,
-        corral = corral.display()
+        bin = bin.display()
     )
 }
 
