@@ -97,6 +97,38 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
     assert!(shown.contains("JobState=PENDING"), "{shown}");
     assert!(!shown.contains("JobHeld"), "{shown}");
 
+    // update: the controller parses Slurm's fields; a bad one changes nothing.
+    let job_id = format!("JobId={id}");
+    stdout_of(
+        &scontrol(
+            &cluster,
+            leader,
+            "user-alice",
+            &["update", &job_id, "TimeLimit=30", "JobName=renamed"],
+        ),
+        "update",
+    );
+    let shown = stdout_of(
+        &scontrol(&cluster, leader, "user-alice", &["show", "job", &id]),
+        "show job",
+    );
+    assert!(shown.contains("JobName=renamed"), "{shown}");
+    assert!(shown.contains("TimeLimit=00:30:00"), "{shown}");
+    for (field, says) in [
+        ("Partition=nope", "nope"),
+        ("MinCPUsNode=4", "TimeLimit"),
+    ] {
+        let out = scontrol(&cluster, leader, "user-alice", &["update", &job_id, field]);
+        assert_eq!(out.status.code(), Some(1), "{field}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{field}: {stderr}");
+    }
+    let shown = stdout_of(
+        &scontrol(&cluster, leader, "user-alice", &["show", "job", &id]),
+        "show job",
+    );
+    assert!(shown.contains("JobName=renamed"), "{shown}");
+
     // Another user's job cannot be held: refused, exit status 1.
     let out = scontrol(&cluster, leader, "user-bob", &["hold", &id]);
     assert_eq!(out.status.code(), Some(1));

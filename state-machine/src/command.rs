@@ -7,6 +7,7 @@ use crate::account::{Account, User};
 use crate::config::ClusterConfig;
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
+use crate::job_update::JobUpdate;
 use crate::node::NodeDefinition;
 use crate::partition::Partition;
 use crate::qos::Qos;
@@ -98,6 +99,17 @@ pub enum Command {
     Release {
         /// The job.
         job: JobId,
+        /// Who asks.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// Change a job (`scontrol update JobId=N ...`).
+    UpdateJob {
+        /// The job.
+        job: JobId,
+        /// What changes.
+        update: JobUpdate,
         /// Who asks.
         by: Actor,
         /// Leader time.

@@ -71,6 +71,12 @@ enum Op {
     Requeue {
         job: u16,
     },
+    Update {
+        job: u16,
+        nodes: Option<u8>,
+        limit_s: Option<u16>,
+        operator: bool,
+    },
     NodeDown {
         node: u8,
     },
@@ -146,6 +152,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u16>(), any::<u16>()).prop_map(|(job, step)| Op::Checkpoint { job, step }),
         1 => (any::<u16>(), 0..3u8).prop_map(|(job, user)| Op::Cancel { job, user }),
         1 => any::<u16>().prop_map(|job| Op::Requeue { job }),
+        1 => (any::<u16>(), proptest::option::of(0..4u8), proptest::option::of(0..7200u16), any::<bool>())
+            .prop_map(|(job, nodes, limit_s, operator)| Op::Update { job, nodes, limit_s, operator }),
         1 => any::<u8>().prop_map(|node| Op::NodeDown { node }),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(node, keep_running)| Op::Register { node, keep_running }),
         1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::GpuFail { node, gpu }),
@@ -412,6 +420,26 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
             Command::Requeue {
                 job: id,
                 by: user(&owner),
+                at: now,
+            }
+        }
+        Op::Update {
+            job,
+            nodes,
+            limit_s,
+            operator,
+        } => {
+            let id = pick_job(state, job)?;
+            let owner = state.job(id)?.spec.user.clone();
+            Command::UpdateJob {
+                job: id,
+                update: corral_state::job_update::JobUpdate {
+                    nodes: nodes.map(u32::from),
+                    time_limit: limit_s
+                        .map(|s| corral_state::slurm::duration::TimeLimit::Seconds(u64::from(s))),
+                    ..Default::default()
+                },
+                by: if operator { admin() } else { user(&owner) },
                 at: now,
             }
         }

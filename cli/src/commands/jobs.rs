@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use corral_proto::api::{ControlJobRequest, GetJobRequest, JobControl, ReportCheckpointRequest};
+use corral_proto::api::{
+    ControlJobRequest, GetJobRequest, JobControl, ReportCheckpointRequest, UpdateField,
+    UpdateJobRequest,
+};
 use corral_proto::records;
 use corral_state::job::{Job, JobState};
 use corral_state::time::Timestamp;
@@ -97,6 +100,31 @@ pub async fn control(
         super::print_json(&serde_json::json!({ "affected": reply.affected }))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `scontrol update JobId=N KEY=VALUE...`: the controller parses the fields.
+pub async fn update(
+    cluster: &Cluster,
+    job: u64,
+    fields: Vec<(String, String)>,
+) -> anyhow::Result<()> {
+    let fields: Vec<UpdateField> = fields
+        .into_iter()
+        .map(|(key, value)| UpdateField { key, value })
+        .collect();
+    cluster
+        .call(Retry::Once, |mut c| {
+            let fields = fields.clone();
+            async move {
+                c.update_job(UpdateJobRequest {
+                    job_id: job,
+                    fields,
+                })
+                .await
+            }
+        })
+        .await?;
+    Ok(())
 }
 
 /// `corral checkpoint --step N --path P`, with the job, attempt and node from the

@@ -5,13 +5,14 @@
 use corral_proto::api::{
     CancelJobsReply, CancelJobsRequest, ControlJobReply, ControlJobRequest, ExplainJobReply,
     GetJobReply, GetJobRequest, JobControl, ListJobsReply, ListJobsRequest,
-    ReportCheckpointRequest,
+    ReportCheckpointRequest, UpdateJobRequest,
 };
 use corral_proto::records;
 use corral_state::ClusterState;
 use corral_state::command::{CancelTarget, Command, Outcome};
 use corral_state::ids::JobId;
 use corral_state::job::{Job, JobState};
+use corral_state::slurm::update_fields::parse_update_fields;
 use tonic::Status;
 
 use super::caller::Caller;
@@ -118,6 +119,34 @@ pub async fn control(
     };
     ctx.wake_scheduler.notify_one();
     Ok(ControlJobReply { affected })
+}
+
+/// `UpdateJob`: `scontrol update JobId=N KEY=VALUE ...`.
+pub async fn update(
+    ctx: &ApiContext,
+    caller: &Caller,
+    request: UpdateJobRequest,
+) -> Result<ControlJobReply, Status> {
+    let by = caller.actor()?;
+    let fields: Vec<(String, String)> = request
+        .fields
+        .into_iter()
+        .map(|f| (f.key, f.value))
+        .collect();
+    let update =
+        parse_update_fields(&fields).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let job = JobId(request.job_id);
+    let command = Command::UpdateJob {
+        job,
+        update,
+        by,
+        at: clock::now(),
+    };
+    ctx.propose_one(command).await?;
+    ctx.wake_scheduler.notify_one();
+    Ok(ControlJobReply {
+        affected: vec![job.0],
+    })
 }
 
 /// `GetJob`: the record, and the script when the caller may see it.

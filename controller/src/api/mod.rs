@@ -23,7 +23,7 @@ use corral_proto::api::{
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
     ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent, ListJobsReply,
     ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
-    SetNodeStateRequest, SubmitJobReply, SubmitJobRequest, WhoAmIReply,
+    SetNodeStateRequest, SubmitJobReply, SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -113,6 +113,16 @@ impl Corral for ApiService {
     ) -> Result<Response<ControlJobReply>, Status> {
         let caller = Caller::of(&request)?;
         jobs::control(&self.ctx, &caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn update_job(
+        &self,
+        request: Request<UpdateJobRequest>,
+    ) -> Result<Response<ControlJobReply>, Status> {
+        let caller = Caller::of(&request)?;
+        jobs::update(&self.ctx, &caller, request.into_inner())
             .await
             .map(Response::new)
     }

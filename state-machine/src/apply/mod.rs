@@ -10,6 +10,7 @@ mod plan;
 mod reports;
 mod submit;
 mod tick;
+mod update;
 
 use crate::command::{Command, Outcome};
 use crate::ids::{Actor, JobId};
@@ -40,6 +41,7 @@ fn command_time(command: &Command) -> Option<Timestamp> {
         | Cancel { at, .. }
         | Release { at, .. }
         | Requeue { at, .. }
+        | UpdateJob { at, .. }
         | ApplyPlan { at, .. }
         | Tick { at }
         | AttemptStarted { at, .. }
@@ -89,6 +91,9 @@ fn dispatch(
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),
         Requeue { job, by, .. } => job_control::requeue(state, job, &by, now),
+        UpdateJob {
+            job, update, by, ..
+        } => update::update_job(state, job, update, &by),
         ApplyPlan {
             allocations,
             preemptions,

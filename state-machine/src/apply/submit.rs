@@ -43,15 +43,13 @@ pub(super) fn submit(
     }
     check_script(state, &batch)?;
     let spec_bytes = check_spec(&spec, by)?;
-    let account = resolve_account(state, &spec)?;
-    let partition = resolve_partition(state, &spec, &account)?;
-    let qos = resolve_qos(state, &spec, &account)?;
-    let time_limit = resolve_time_limit(state, &spec, partition, qos.as_deref())?;
-    let resources = resolve_resources(&spec)?;
-    check_nodes_exist(state, &resources, partition)?;
-    check_feasible(state, &resources, partition)?;
-    check_reservation(state, &spec, &account)?;
-    check_dependencies(state, &spec)?;
+    let Resolved {
+        account,
+        partition,
+        qos,
+        time_limit,
+        resources,
+    } = resolve(state, &spec)?;
     let tasks: Vec<Option<u32>> = match &spec.array {
         Some(array) if array.indices.len() > state.config.max_array_tasks => {
             return Err(Rejection::LimitReached(format!(
@@ -84,7 +82,7 @@ pub(super) fn submit(
     }
 
     let first = JobId(state.next_job_id);
-    let partition_name = partition.name.clone();
+    let partition_name = partition;
     let count = tasks.len() as u32;
     for (offset, task) in tasks.into_iter().enumerate() {
         let id = JobId(first.0 + offset as u64);
@@ -145,6 +143,42 @@ fn initial_reason(spec: &JobSpec) -> PendingReason {
     }
 }
 
+/// A job spec resolved against the cluster.
+pub(super) struct Resolved {
+    /// The account charged.
+    pub account: String,
+    /// The partition.
+    pub partition: String,
+    /// The QOS, if any.
+    pub qos: Option<String>,
+    /// The effective time limit.
+    pub time_limit: TimeLimit,
+    /// The shape per node.
+    pub resources: ResourceRequest,
+}
+
+/// Resolves `spec` against the cluster (account, partition, QOS, time limit,
+/// resource shape) and refuses what can never run: what a submission checks,
+/// and what an update of a pending job checks again.
+pub(super) fn resolve(state: &ClusterState, spec: &JobSpec) -> Result<Resolved, Rejection> {
+    let account = resolve_account(state, spec)?;
+    let partition = resolve_partition(state, spec, &account)?;
+    let qos = resolve_qos(state, spec, &account)?;
+    let time_limit = resolve_time_limit(state, spec, partition, qos.as_deref())?;
+    let resources = resolve_resources(spec)?;
+    check_nodes_exist(state, &resources, partition)?;
+    check_feasible(state, &resources, partition)?;
+    check_reservation(state, spec, &account)?;
+    check_dependencies(state, spec)?;
+    Ok(Resolved {
+        account,
+        partition: partition.name.clone(),
+        qos,
+        time_limit,
+        resources,
+    })
+}
+
 /// Largest encoded job spec accepted (names, paths, lists), bytes.
 pub(crate) const MAX_SPEC_BYTES: usize = 64 * 1024;
 /// Most spec bytes one submission may add across all its array tasks.
@@ -153,7 +187,7 @@ pub(crate) const MAX_SUBMISSION_BYTES: usize = 16 * 1024 * 1024;
 /// Checks what the spec claims on its own, before resolving it against the cluster,
 /// and returns its encoded size. The CLI parses these values already; this guards
 /// against any other client.
-fn check_spec(spec: &JobSpec, by: &Actor) -> Result<usize, Rejection> {
+pub(super) fn check_spec(spec: &JobSpec, by: &Actor) -> Result<usize, Rejection> {
     let bad = |msg: &str| Err(Rejection::InvalidRequest(msg.to_string()));
     if spec.nice < 0 && !by.is_operator() {
         return Err(Rejection::PermissionDenied(

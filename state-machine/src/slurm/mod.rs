@@ -16,5 +16,6 @@ pub mod memory;
 pub mod repeated_counts;
 pub mod sbatch;
 pub mod signal;
+pub mod update_fields;
 
 pub use error::FormatError;

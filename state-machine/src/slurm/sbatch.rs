@@ -858,7 +858,7 @@ fn parse_switches(text: &str) -> Result<SwitchesSpec, FormatError> {
 }
 
 /// `--constraint=a&b` or `a,b`: features that must all be present.
-fn parse_constraint(text: &str) -> Result<Vec<String>, FormatError> {
+pub fn parse_constraint(text: &str) -> Result<Vec<String>, FormatError> {
     text.split(['&', ','])
         .map(|feature| {
             if feature.is_empty() {

@@ -1,7 +1,7 @@
 //! `scontrol` as job scripts use it (reached through a link named `scontrol`):
-//! `show hostnames`/`show hostlist` with no cluster, `show job` and the job
-//! controls over the usual connection, and `update` refused with what to do
-//! instead. Errors print as scontrol's, with corral's exit statuses.
+//! `show hostnames`/`show hostlist` with no cluster; `show job`, the job
+//! controls and `update JobId=...` over the usual connection. Errors print as
+//! scontrol's, with corral's exit statuses.
 
 mod hosts;
 mod parse;
@@ -19,11 +19,6 @@ use crate::connection::{Cluster, ClusterSettings};
 use crate::exit;
 use crate::format::show_job;
 use crate::when;
-
-/// Why `scontrol update` is refused.
-const UPDATE_UNSUPPORTED: &str = "scontrol update is not supported: corral cannot change a \
-     job after submission yet. Supported: scontrol hold, release and requeue JOBID; to change \
-     a job's options, scancel it and submit it again with the new ones";
 
 /// Runs `scontrol ARGS`.
 pub async fn run(args: &[String], global: &GlobalArgs) -> anyhow::Result<ExitCode> {
@@ -70,10 +65,7 @@ async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCo
             }
         }
         Request::Control { action, jobs } => return control(&connect()?, action, &jobs).await,
-        Request::Update => {
-            eprintln!("scontrol: error: {UPDATE_UNSUPPORTED}");
-            return Ok(ExitCode::from(exit::REFUSED));
-        }
+        Request::Update { job, fields } => jobs::update(&connect()?, job, fields).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use crate::commands::jobs::Action;
 
 /// What the commands corral's scontrol serves, for error messages.
 pub const SUPPORTED: &str =
-    "show hostnames, show hostlist, show job, hold, uhold, release, requeue";
+    "show hostnames, show hostlist, show job, hold, uhold, release, requeue, update JobId=ID";
 
 /// `scontrol --help`.
 pub const USAGE: &str = "\
@@ -20,6 +20,10 @@ scontrol (corral): the part of Slurm's scontrol that job scripts use.
   scontrol show hostlist NAMES     host names as a hostlist expression (hostlistsorted: sorted)
   scontrol [-o] show job ID        a job's fields (-o: all on one line)
   scontrol hold|uhold|release|requeue ID[,ID...]
+  scontrol update JobId=ID KEY=VALUE...
+                                   KEY: JobName, Comment, TimeLimit, Partition, Account, QOS,
+                                   Nice, Dependency, NumNodes, Features, ExcNodeList (a running
+                                   job: JobName, Comment, TimeLimit only)
 
 Options: -o/--oneliner; -d/--details and -Q/--quiet are accepted and change nothing.
 The cluster is found through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY
@@ -39,8 +43,11 @@ pub enum Request {
     ShowJob { job: u64, oneliner: bool },
     /// `hold`, `uhold`, `release` or `requeue` of a job list.
     Control { action: Action, jobs: Vec<u64> },
-    /// `update ...`: recognised so that it can be refused with an explanation.
-    Update,
+    /// `update JobId=ID KEY=VALUE...`: the controller parses the fields.
+    Update {
+        job: u64,
+        fields: Vec<(String, String)>,
+    },
 }
 
 /// A command line scontrol cannot make sense of (exit status 2).
@@ -102,12 +109,42 @@ pub fn parse(args: &[String]) -> Result<Request, UsageError> {
         "hold" | "uhold" => parse_control(&command, Action::Hold, rest),
         "release" => parse_control(&command, Action::Release, rest),
         "requeue" => parse_control(&command, Action::Requeue, rest),
-        "update" => Ok(Request::Update),
+        "update" => parse_update(rest),
         "help" => Ok(Request::Help),
         _ => Err(usage(format!(
             "'{command}' is not a command corral's scontrol supports; supported: {SUPPORTED}"
         ))),
     }
+}
+
+/// `update JobId=ID KEY=VALUE...` (the job id's key is `JobId` or `Job`, in any case).
+fn parse_update(words: &[&str]) -> Result<Request, UsageError> {
+    let mut job = None;
+    let mut fields = Vec::new();
+    for word in words {
+        let Some((key, value)) = word.split_once('=') else {
+            return Err(usage(format!(
+                "'{word}' is not KEY=VALUE; write e.g. scontrol update JobId=12 TimeLimit=2:00:00"
+            )));
+        };
+        if key.eq_ignore_ascii_case("jobid") || key.eq_ignore_ascii_case("job") {
+            let id = value
+                .parse()
+                .map_err(|_| usage(format!("JobId={value} is not a job id")))?;
+            if job.replace(id).is_some() {
+                return Err(usage("JobId given twice; update one job at a time"));
+            }
+        } else {
+            fields.push((key.to_string(), value.to_string()));
+        }
+    }
+    let job = job.ok_or_else(|| usage("update which job? give JobId=ID"))?;
+    if fields.is_empty() {
+        return Err(usage(
+            "nothing to change: give KEY=VALUE fields, e.g. TimeLimit=2:00:00",
+        ));
+    }
+    Ok(Request::Update { job, fields })
 }
 
 fn unknown_option(option: &str) -> UsageError {
@@ -308,8 +345,20 @@ mod tests {
 
     #[test]
     fn update_help_and_no_command() {
-        assert_eq!(ok("update JobId=12 TimeLimit=10"), Request::Update);
-        assert_eq!(ok("UPDATE"), Request::Update);
+        assert_eq!(
+            ok("update JobId=12 TimeLimit=10 jobname=x"),
+            Request::Update {
+                job: 12,
+                fields: vec![
+                    ("TimeLimit".to_string(), "10".to_string()),
+                    ("jobname".to_string(), "x".to_string())
+                ]
+            }
+        );
+        assert!(err("UPDATE").contains("JobId"));
+        assert!(err("update JobId=12").contains("nothing to change"));
+        assert!(err("update JobId=x TimeLimit=1").contains("not a job id"));
+        assert!(err("update JobId=1 TimeLimit").contains("KEY=VALUE"));
         assert_eq!(ok("help"), Request::Help);
         assert_eq!(ok("-h"), Request::Help);
         assert_eq!(ok("--help show job 1"), Request::Help);
