@@ -181,9 +181,19 @@ pub struct CancelArgs {
     /// Every unfinished job of this user.
     #[arg(short = 'u', long)]
     pub user: Option<String>,
-    /// Send this signal instead of cancelling.
-    #[arg(short = 's', long)]
+    /// Send this signal (USR1, SIGUSR1 or 10) to running jobs instead of
+    /// cancelling them. As scancel, it reaches the tasks of the jobs' steps, not
+    /// the batch shell, unless --batch or --full says so; KILL without --batch
+    /// cancels.
+    #[arg(short = 's', long, value_name = "SIG")]
     pub signal: Option<String>,
+    /// With --signal: signal only the batch shell (and what it started in its
+    /// process group), not the steps' tasks.
+    #[arg(short = 'b', long, conflicts_with = "full")]
+    pub batch: bool,
+    /// With --signal: signal the batch shell and the steps' tasks.
+    #[arg(short = 'f', long)]
+    pub full: bool,
 }
 
 /// `corral nodes`.

@@ -16,6 +16,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::agent_gateway::AgentGateway;
 use crate::agent_gateway::liveness::{Heartbeats, LeaderConfirmation};
+use crate::agent_gateway::registry::AgentSessions;
 use crate::agent_gateway::session::SessionContext;
 use crate::api::{ApiContext, ApiService};
 use crate::config::ControllerConfig;
@@ -84,11 +85,13 @@ impl Controller {
         let cluster_name = config.cluster_name.clone();
         let liveness = config.liveness.clone();
         let gateway_wake = Arc::clone(&wake);
+        let agents = AgentSessions::default();
         let ctx = Arc::new(ApiContext {
             replica: Arc::clone(&replica),
             config: Arc::new(config),
             wake_scheduler: wake,
             stopping: stop_loop.subscribe(),
+            agents: agents.clone(),
         });
         let incoming = TcpIncoming::bind(api_listen)
             .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?
@@ -127,6 +130,7 @@ impl Controller {
                 wake_scheduler: gateway_wake,
                 stopping: stop_loop.subscribe(),
                 committed,
+                agents,
             },
             Duration::from_millis(liveness.down_after_ms()),
         )?;

@@ -13,6 +13,7 @@ mod nodes;
 mod queue;
 mod scontrol;
 pub mod shims;
+mod signal;
 mod srun;
 mod submit;
 mod wait;

@@ -3,10 +3,12 @@
 //! listens; only the leader keeps sessions (a follower answers with the leader's
 //! address). The leader tracks liveness in memory, declares silent nodes down
 //! through Raft, and turns committed state into launches and kills by
-//! reconciliation.
+//! reconciliation; the client API reaches the leader's sessions through the
+//! registry.
 
 pub mod liveness;
 pub mod reconcile;
+pub mod registry;
 pub mod session;
 
 use std::net::SocketAddr;

@@ -1,7 +1,8 @@
 //! One agent's connection to the leader: check who it is, register its node
 //! through Raft, then heartbeats (acknowledged: they renew the agent's lease),
-//! reports (proposed, acknowledged once committed or refused as stale), and the
-//! instructions reconciliation derives from committed state.
+//! reports (proposed, acknowledged once committed or refused as stale), the
+//! instructions reconciliation derives from committed state, and the messages
+//! the client API relays through the registry (`scancel --signal`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
 use super::reconcile::{Instruction, SessionMemory, reconcile};
+use super::registry::{AgentSessions, Relay};
 use crate::clock;
 
 /// What sessions share.
@@ -47,6 +49,8 @@ pub struct SessionContext {
     /// Notified when a session committed something that may give other nodes
     /// work (a GPU failure ends a gang: its other nodes must be told at once).
     pub committed: Arc<Notify>,
+    /// The sessions by node, through which the client API reaches agents.
+    pub agents: AgentSessions,
 }
 
 /// How often a session reconciles its node against committed state.
@@ -154,6 +158,9 @@ async fn run(
     )
     .await?;
     tracing::info!(%node, "agent registered");
+    // Held for the session's life: dropping it leaves the registry.
+    let (_registration, mut relays) = ctx.agents.register(&node);
+    let mut relays_open = true;
 
     let mut memory = SessionMemory {
         running: running.into_iter().collect(),
@@ -193,6 +200,18 @@ async fn run(
                 }
                 let at = *confirmed.borrow_and_update();
                 if let Err(e) = acknowledge(&mut pending_acks, at, send).await {
+                    break Err(e);
+                }
+            }
+            relay = relays.recv(), if relays_open => {
+                let Some(Relay { message, written }) = relay else {
+                    // Replaced by a newer session of this node.
+                    relays_open = false;
+                    continue;
+                };
+                let result = write(send, &message).await;
+                let _ = written.send(result.clone());
+                if let Err(e) = result {
                     break Err(e);
                 }
             }

@@ -1,5 +1,5 @@
 //! Job ids as users type them to `scancel`: `123`, `123_4` (one array task) and
-//! `123_[1-3,7]` (several tasks of an array).
+//! `123_[1-3,7]` (several tasks of an array), and `-u USER`.
 
 use corral_state::command::CancelTarget;
 use corral_state::ids::JobId;
@@ -34,6 +34,23 @@ pub fn parse(text: &str) -> Result<Vec<CancelTarget>, String> {
         .collect())
 }
 
+/// The targets that `jobs` (ids as typed) and `user` (empty for none) name, each
+/// with the text that named it; ids that do not parse become error lines.
+pub fn parse_all(jobs: &[String], user: &str) -> (Vec<(String, CancelTarget)>, Vec<String>) {
+    let mut targets = Vec::new();
+    let mut errors = Vec::new();
+    for text in jobs {
+        match parse(text) {
+            Ok(found) => targets.extend(found.into_iter().map(|t| (text.clone(), t))),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !user.is_empty() {
+        targets.push((format!("user {user}"), CancelTarget::User(user.to_string())));
+    }
+    (targets, errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +68,18 @@ mod tests {
         assert_eq!(parse("12_[1-3]").unwrap().len(), 3);
         assert!(parse("x").unwrap_err().contains("not a job id"));
         assert!(parse("12_[").is_err());
+    }
+
+    #[test]
+    fn every_id_and_the_user_become_targets_and_bad_ids_errors() {
+        let (targets, errors) = parse_all(&["1".into(), "x".into(), "2_[0-1]".into()], "bob");
+        assert_eq!(targets.len(), 4);
+        assert_eq!(targets[0], ("1".into(), CancelTarget::Job(JobId(1))));
+        assert_eq!(
+            targets[3],
+            ("user bob".into(), CancelTarget::User("bob".into()))
+        );
+        assert_eq!(errors.len(), 1);
+        assert!(parse_all(&[], "").0.is_empty());
     }
 }

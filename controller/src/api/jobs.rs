@@ -9,7 +9,7 @@ use corral_proto::api::{
 };
 use corral_proto::records;
 use corral_state::ClusterState;
-use corral_state::command::{CancelTarget, Command, Outcome};
+use corral_state::command::{Command, Outcome};
 use corral_state::ids::JobId;
 use corral_state::job::{Job, JobState};
 use corral_state::slurm::update_fields::parse_update_fields;
@@ -43,24 +43,13 @@ pub async fn cancel(
 ) -> Result<CancelJobsReply, Status> {
     let actor = caller.actor()?;
     if !request.signal.is_empty() {
-        return Err(Status::unimplemented(
-            "sending a signal without cancelling (scancel --signal) needs the node agent, which is not built yet; cancel without --signal",
+        // An older client asking for a signal: never take it for a cancel.
+        return Err(Status::invalid_argument(
+            "CancelJobs does not send signals (SignalJobs does); nothing was cancelled. \
+             Use a corral CLI that signals with `corral cancel --signal SIG JOB`",
         ));
     }
-    let mut targets = Vec::new();
-    let mut errors = Vec::new();
-    for text in &request.jobs {
-        match job_target::parse(text) {
-            Ok(found) => targets.extend(found.into_iter().map(|t| (text.clone(), t))),
-            Err(e) => errors.push(e),
-        }
-    }
-    if !request.user.is_empty() {
-        targets.push((
-            format!("user {}", request.user),
-            CancelTarget::User(request.user.clone()),
-        ));
-    }
+    let (targets, mut errors) = job_target::parse_all(&request.jobs, &request.user);
     if targets.is_empty() && errors.is_empty() {
         return Err(Status::invalid_argument(
             "name the jobs to cancel (ids, 123_4 for an array task) or a user with -u",

@@ -1,7 +1,8 @@
 //! The client API (`corral_proto::api::corral_server::Corral`) as every replica
 //! serves it: reads come from this replica's applied state, changes are proposed
 //! through the leader (forwarded over the peer connection when this replica
-//! follows). The caller's identity comes from its client certificate only.
+//! follows), and signals are relayed by the leader to its agent sessions. The
+//! caller's identity comes from its client certificate only.
 
 mod accounting;
 pub mod caller;
@@ -9,6 +10,8 @@ mod cluster;
 mod job_target;
 mod jobs;
 mod nodes;
+mod signal;
+mod signal_targets;
 pub mod status;
 mod submit;
 mod watch;
@@ -23,7 +26,8 @@ use corral_proto::api::{
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
     ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent, ListJobsReply,
     ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
-    SetNodeStateRequest, SubmitJobReply, SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
+    SetNodeStateRequest, SignalJobsReply, SignalJobsRequest, SubmitJobReply, SubmitJobRequest,
+    UpdateJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -31,6 +35,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::agent_gateway::registry::AgentSessions;
 use crate::config::ControllerConfig;
 use caller::Caller;
 
@@ -45,6 +50,8 @@ pub struct ApiContext {
     /// Turns true when the controller stops: open streams end then, so the
     /// server's graceful shutdown is not held up by them.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// The agent sessions this replica holds (only the leader holds any).
+    pub agents: AgentSessions,
 }
 
 impl ApiContext {
@@ -103,6 +110,16 @@ impl Corral for ApiService {
     ) -> Result<Response<CancelJobsReply>, Status> {
         let caller = Caller::of(&request)?;
         jobs::cancel(&self.ctx, &caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn signal_jobs(
+        &self,
+        request: Request<SignalJobsRequest>,
+    ) -> Result<Response<SignalJobsReply>, Status> {
+        let caller = Caller::of(&request)?;
+        signal::signal(&self.ctx, &caller, request.into_inner())
             .await
             .map(Response::new)
     }
