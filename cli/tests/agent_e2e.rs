@@ -370,6 +370,13 @@ fn an_application_xid_requeues_the_job_and_keeps_the_gpu_in_service() {
         |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
     );
     assert_eq!(rerun["requeue_count"], 1);
+    let end = &rerun["attempts"][0]["end"];
+    assert_eq!(end["state"], "Requeued", "{end}");
+    let cause = &end["cause"]["ApplicationXid"];
+    assert!(
+        cause["xid"] == 31 && cause["gpu"] == 2 && cause["node"] == node.as_str(),
+        "the first attempt's end cause is not the application XID: {end}"
+    );
     let nodes: serde_json::Value =
         serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node]))
             .unwrap();

@@ -386,6 +386,25 @@ pub enum Command {
         /// Who.
         by: Actor,
     },
+
+    // ---- agent reports (appended: a variant's position is its log encoding) --
+    /// An application XID (e.g. 13, 31, 43) on a GPU of the attempt: the agent
+    /// killed the attempt's processes using it. The attempt ends and the job is
+    /// requeued as after a GPU failure, but the GPU stays in service.
+    ApplicationXid {
+        /// The job.
+        job: JobId,
+        /// The attempt the agent killed (must be the live, running one).
+        attempt: AttemptNumber,
+        /// The reporting node (must be in the attempt's allocation).
+        node: String,
+        /// GPU index (must be allocated to the attempt on that node).
+        gpu: u32,
+        /// The XID.
+        xid: u32,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// What an accepted command did.

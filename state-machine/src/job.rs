@@ -426,6 +426,16 @@ pub enum EndCause {
         /// Who asked.
         by: String,
     },
+    /// An application error on a GPU of the allocation (an XID such as 13, 31 or
+    /// 43): the agent killed the attempt; the GPU stays in service.
+    ApplicationXid {
+        /// The node.
+        node: String,
+        /// The GPU's index.
+        gpu: u32,
+        /// The XID.
+        xid: u32,
+    },
 }
 
 /// An attempt that is ending: waiting for its nodes to confirm cleanup.

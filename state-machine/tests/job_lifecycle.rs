@@ -209,6 +209,156 @@ fn an_xid_error_drains_the_gpu_and_requeues_the_job() {
     check_invariants(&s);
 }
 
+fn application_xid(job: corral_state::JobId, attempt: u32, node: &str, gpu: u32) -> Command {
+    Command::ApplicationXid {
+        job,
+        attempt,
+        node: node.into(),
+        gpu,
+        xid: 31,
+        at: at(30),
+    }
+}
+
+#[test]
+fn an_application_xid_requeues_the_gang_and_keeps_the_gpu_in_service() {
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    let out = ok(&mut s, application_xid(id, 1, &nodes[1], 2));
+    assert_eq!(out, Outcome::Jobs(vec![id]));
+    assert_eq!(s.job(id).unwrap().state, JobState::Completing);
+    // The batch host reports the killed script; the other node confirms the kill.
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: id,
+            attempt: 1,
+            node: nodes[0].clone(),
+            status: corral_state::job::ExitStatus {
+                code: 0,
+                signal: Some(Signal::KILL),
+            },
+            at: at(31),
+        },
+    );
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[1].clone(),
+            at: at(32),
+        },
+    );
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.requeue_count, 1);
+    let end = job.attempts[0].end.as_ref().unwrap();
+    assert_eq!(end.state, JobState::Requeued);
+    assert_eq!(
+        end.cause,
+        EndCause::ApplicationXid {
+            node: nodes[1].clone(),
+            gpu: 2,
+            xid: 31
+        }
+    );
+    // The GPU stays in service: the whole gang fits again, on the same GPUs.
+    let gpu = &s.nodes()[&nodes[1]].gpus[2];
+    assert!(gpu.drain.is_none(), "{gpu:?}");
+    assert_eq!(start(&mut s, id, at(40)), nodes);
+    assert_eq!(s.job(id).unwrap().attempts[1].number, 2);
+    check_invariants(&s);
+}
+
+#[test]
+fn an_application_xid_fails_a_job_that_may_not_be_requeued() {
+    let mut s = cluster(1, 8);
+    let mut request = spec("alice", 1, 8);
+    request.requeue = false;
+    let id = submit(&mut s, request, at(0));
+    start(&mut s, id, at(1));
+    ok(&mut s, application_xid(id, 1, "n1", 5));
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            at: at(31),
+        },
+    );
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert_eq!(job.requeue_count, 0);
+    assert!(matches!(
+        job.attempts[0].end.as_ref().unwrap().cause,
+        EndCause::ApplicationXid { gpu: 5, .. }
+    ));
+    check_invariants(&s);
+}
+
+#[test]
+fn an_application_xid_must_name_the_running_attempt_its_node_and_gpu() {
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 1, 4), at(0));
+    let nodes = start(&mut s, id, at(1));
+    let other = if nodes[0] == "n1" { "n2" } else { "n1" };
+    let before = s.clone();
+    let refusals = [
+        (application_xid(id, 2, &nodes[0], 0), "a newer attempt"),
+        (application_xid(id, 0, &nodes[0], 0), "an older attempt"),
+        (application_xid(id, 1, other, 0), "another node"),
+        (application_xid(id, 1, &nodes[0], 6), "an unallocated GPU"),
+        (
+            application_xid(corral_state::JobId(99), 1, &nodes[0], 0),
+            "an unknown job",
+        ),
+    ];
+    for (command, what) in refusals {
+        let refused = s.apply(command);
+        assert!(refused.is_err(), "{what} was accepted");
+        assert_eq!(s, before, "refusing {what} changed the state");
+    }
+    assert!(matches!(
+        s.apply(application_xid(id, 0, &nodes[0], 0)),
+        Err(Rejection::StaleAttempt { .. })
+    ));
+    assert!(matches!(
+        s.apply(application_xid(id, 1, other, 0)),
+        Err(Rejection::NotInAllocation { .. })
+    ));
+    // An attempt already ending (cancelled) is not ended again.
+    ok(
+        &mut s,
+        Command::Cancel {
+            target: CancelTarget::Job(id),
+            by: user("alice"),
+            at: at(20),
+        },
+    );
+    assert!(matches!(
+        s.apply(application_xid(id, 1, &nodes[0], 0)),
+        Err(Rejection::WrongJobState { .. })
+    ));
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[0].clone(),
+            at: at(31),
+        },
+    );
+    // Once the attempt is over, a late report for it is stale.
+    assert!(matches!(
+        s.apply(application_xid(id, 1, &nodes[0], 0)),
+        Err(Rejection::StaleAttempt { .. })
+    ));
+    assert_eq!(s.job(id).unwrap().state, JobState::Cancelled);
+}
+
 #[test]
 fn cancel_pending_and_running_jobs() {
     let mut s = cluster(1, 8);

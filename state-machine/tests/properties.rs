@@ -88,6 +88,14 @@ enum Op {
         node: u8,
         gpu: u8,
     },
+    /// An application XID, mostly on a GPU a running attempt holds, sometimes
+    /// for another attempt or GPU.
+    AppXid {
+        job: u16,
+        node: u8,
+        gpu: u8,
+        attempt_skew: i8,
+    },
     Drain {
         node: u8,
     },
@@ -157,6 +165,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|node| Op::NodeDown { node }),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(node, keep_running)| Op::Register { node, keep_running }),
         1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::GpuFail { node, gpu }),
+        2 => (any::<u16>(), any::<u8>(), any::<u8>(), prop_oneof![3 => Just(0i8), 1 => -1..=1i8])
+            .prop_map(|(job, node, gpu, attempt_skew)| Op::AppXid { job, node, gpu, attempt_skew }),
         1 => any::<u8>().prop_map(|node| Op::Drain { node }),
         1 => any::<u8>().prop_map(|node| Op::Resume { node }),
         1 => any::<u16>().prop_map(|job| Op::Hold { job }),
@@ -481,6 +491,36 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
             reason: "fell off the bus".into(),
             at: now,
         },
+        Op::AppXid {
+            job,
+            node,
+            gpu,
+            attempt_skew,
+        } => {
+            let id = pick_where(state, job, |j| j.state == JobState::Running)
+                .or_else(|| pick_job(state, job))?;
+            let node = attempt_node(state, id, node);
+            let held: Vec<u32> = state
+                .job(id)
+                .and_then(|j| j.current_attempt())
+                .and_then(|a| a.allocation.iter().find(|n| n.node == node))
+                .map(|n| n.gpus.clone())
+                .unwrap_or_default();
+            let gpu = if held.is_empty() || gpu >= 224 {
+                u32::from(gpu) % (GPUS + 1)
+            } else {
+                held[gpu as usize % held.len()]
+            };
+            let attempt = (i64::from(newest_attempt(state, id)) + i64::from(attempt_skew)).max(0);
+            Command::ApplicationXid {
+                job: id,
+                attempt: attempt as u32,
+                node,
+                gpu,
+                xid: 31,
+                at: now,
+            }
+        }
         Op::Drain { node } => Command::DrainNode {
             node: node_name(node),
             reason: "test".into(),
@@ -616,6 +656,47 @@ fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
                 assert!(
                     matches!(result, Err(Rejection::StaleAttempt { .. })),
                     "stale report for attempt {attempt} (newest {newest}) gave {result:?}"
+                );
+            }
+        }
+        if let Command::ApplicationXid {
+            job, attempt, node, ..
+        } = &command
+        {
+            let live = before
+                .job(*job)
+                .filter(|j| j.state == JobState::Running)
+                .and_then(|j| j.live_attempt())
+                .map(|a| a.number);
+            if live != Some(*attempt) {
+                assert!(
+                    result.is_err(),
+                    "an application XID for attempt {attempt} (running: {live:?}) was accepted"
+                );
+            }
+            if result.is_ok() {
+                // The GPU stays in service: no GPU's health or drain changes.
+                let gpus = |s: &ClusterState| {
+                    s.nodes()
+                        .get(node)
+                        .map(|n| {
+                            n.gpus
+                                .iter()
+                                .map(|g| (g.health.clone(), g.drain.clone()))
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default()
+                };
+                assert_eq!(
+                    gpus(&state),
+                    gpus(&before),
+                    "an application XID drained a GPU"
+                );
+                let job = state.job(*job).expect("accepted for a known job");
+                assert!(
+                    job.state != JobState::Running,
+                    "an application XID left job {} running",
+                    job.id
                 );
             }
         }

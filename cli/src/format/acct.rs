@@ -34,7 +34,7 @@ const COLUMNS: [Column; 10] = [
 /// The jobs as sacct prints them, in the order given. A job's row describes its
 /// newest attempt (GPUs allocated, exit code, run time at `now`; zeros while the
 /// job waits in the queue); Restarts counts requeues and FailedNode names the node of the
-/// latest node or GPU failure under any attempt. An attempt's row shows its own
+/// latest node or GPU failure (or application XID) under any attempt. An attempt's row shows its own
 /// GPUs, final state (`REQUEUED` for one that went back to the queue, the job's
 /// state while it runs), exit code, run time and failed node.
 pub fn acct_table(jobs: &[Job], now: Timestamp, opts: &AcctOptions) -> String {

@@ -40,10 +40,13 @@ pub fn attempt_cause(attempt: &Attempt) -> Option<&EndCause> {
         .or_else(|| attempt.ending.as_ref().map(|ending| &ending.cause))
 }
 
-/// The node blamed for an attempt's end: a node or GPU failure's node.
+/// The node where an attempt failed: a node or GPU failure's node, or where an
+/// application XID killed it.
 pub fn failed_node(cause: &EndCause) -> Option<&str> {
     match cause {
-        EndCause::NodeFailure { node, .. } | EndCause::GpuFailure { node, .. } => Some(node),
+        EndCause::NodeFailure { node, .. }
+        | EndCause::GpuFailure { node, .. }
+        | EndCause::ApplicationXid { node, .. } => Some(node),
         _ => None,
     }
 }
@@ -73,6 +76,11 @@ pub fn cause_text(cause: &EndCause) -> String {
         },
         EndCause::Preempted { for_job } => format!("preempted for job {for_job}"),
         EndCause::RequeueRequested { by } => format!("requeued by {by}"),
+        EndCause::ApplicationXid { node, gpu, xid } => {
+            format!(
+                "application error on GPU {gpu} of node {node} (XID {xid}; GPU kept in service)"
+            )
+        }
     }
 }
 
@@ -113,5 +121,15 @@ mod tests {
         let preempted = EndCause::Preempted { for_job: JobId(9) };
         assert_eq!(failed_node(&preempted), None);
         assert_eq!(cause_text(&preempted), "preempted for job 9");
+        let application = EndCause::ApplicationXid {
+            node: "n1".into(),
+            gpu: 2,
+            xid: 31,
+        };
+        assert_eq!(failed_node(&application), Some("n1"));
+        assert_eq!(
+            cause_text(&application),
+            "application error on GPU 2 of node n1 (XID 31; GPU kept in service)"
+        );
     }
 }

@@ -264,7 +264,7 @@ async fn handle(
         // Heartbeats wait for a quorum confirmation (see `run`).
         AgentMessage::Heartbeat { .. } => Ok(()),
         AgentMessage::Report { id, report } => {
-            let commands = commands_for(ctx, node, report);
+            let commands = commands_for(node, report);
             if commands.is_empty() {
                 return write(send, &ControllerMessage::ReportDone { id }).await;
             }
@@ -299,35 +299,9 @@ fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMes
     }
 }
 
-/// Requeues of the attempts an application XID killed, for those that are still
-/// the jobs' running attempts (a report names its attempt; older ones are moot).
-fn requeues_for(
-    ctx: &SessionContext,
-    attempts: &[(corral_state::ids::JobId, corral_state::ids::AttemptNumber)],
-) -> Vec<Command> {
-    let at = clock::now();
-    ctx.replica
-        .read_local(|state| {
-            attempts
-                .iter()
-                .filter(|(job, attempt)| {
-                    state.job(*job).is_some_and(|j| {
-                        j.state == JobState::Running
-                            && j.live_attempt().is_some_and(|a| a.number == *attempt)
-                    })
-                })
-                .map(|(job, _)| Command::Requeue {
-                    job: *job,
-                    by: super::liveness::leader_actor(),
-                    at,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The commands that record a report (one entry, so they commit together).
-fn commands_for(ctx: &SessionContext, node: &str, report: AgentReport) -> Vec<Command> {
+fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
+    let at = clock::now();
     if let AgentReport::XidKilled {
         gpu,
         xid,
@@ -336,10 +310,21 @@ fn commands_for(ctx: &SessionContext, node: &str, report: AgentReport) -> Vec<Co
     } = &report
     {
         tracing::warn!(%node, gpu, xid, ?attempts, "application XID, GPU kept in service: {reason}");
-        return requeues_for(ctx, attempts);
+        // One per attempt the agent killed; the state machine refuses those that
+        // are no longer the jobs' running attempts.
+        return attempts
+            .iter()
+            .map(|(job, attempt)| Command::ApplicationXid {
+                job: *job,
+                attempt: *attempt,
+                node: node.to_string(),
+                gpu: *gpu,
+                xid: *xid,
+                at,
+            })
+            .collect();
     }
     let node = node.to_string();
-    let at = clock::now();
     let drain = match &report {
         AgentReport::GpuFailed {
             drain_node: true,
@@ -530,5 +515,33 @@ mod tests {
         ] {
             assert!(report_answer("n1", 7, Err(failure)).is_err());
         }
+    }
+
+    #[test]
+    fn an_application_xid_ends_each_attempt_it_killed_with_its_own_cause() {
+        use corral_state::ids::JobId;
+        let report = AgentReport::XidKilled {
+            gpu: 2,
+            xid: 31,
+            attempts: vec![(JobId(4), 1), (JobId(9), 3)],
+            reason: "XID 31: MMU fault".into(),
+        };
+        let commands = commands_for("n1", report);
+        assert_eq!(commands.len(), 2);
+        let Command::ApplicationXid {
+            job,
+            attempt,
+            node,
+            gpu,
+            xid,
+            ..
+        } = &commands[1]
+        else {
+            panic!("not an application XID: {:?}", commands[1]);
+        };
+        assert_eq!(
+            (*job, *attempt, node.as_str(), *gpu, *xid),
+            (JobId(9), 3, "n1", 2, 31)
+        );
     }
 }

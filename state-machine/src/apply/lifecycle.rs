@@ -181,6 +181,7 @@ fn finish_if_released(state: &mut ClusterState, job_id: JobId) {
         (EndCause::NodeFailure { .. } | EndCause::GpuFailure { .. }, false) => JobState::NodeFail,
         (EndCause::Preempted { .. }, false) => JobState::Preempted,
         (EndCause::RequeueRequested { .. }, false) => JobState::Requeued,
+        (EndCause::ApplicationXid { .. }, false) => JobState::Failed,
     };
     attempt.end = Some(AttemptEnd {
         at: ending.at,
@@ -213,7 +214,9 @@ fn wants_requeue(state: &ClusterState, job_id: JobId, cause: &EndCause) -> bool 
     };
     match cause {
         EndCause::RequeueRequested { .. } => true,
-        EndCause::NodeFailure { .. } | EndCause::GpuFailure { .. } => job.spec.requeue,
+        EndCause::NodeFailure { .. }
+        | EndCause::GpuFailure { .. }
+        | EndCause::ApplicationXid { .. } => job.spec.requeue,
         EndCause::Preempted { .. } => {
             job.spec.requeue && preemption::mode_of(state, job) == PreemptMode::Requeue
         }

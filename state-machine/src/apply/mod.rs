@@ -53,7 +53,8 @@ fn command_time(command: &Command) -> Option<Timestamp> {
         | DrainNode { at, .. }
         | GpuFailed { at, .. }
         | DrainGpu { at, .. }
-        | DefineNodes { at, .. } => Some(*at),
+        | DefineNodes { at, .. }
+        | ApplicationXid { at, .. } => Some(*at),
         Hold { .. }
         | ResumeNode { .. }
         | ResumeGpu { .. }
@@ -182,6 +183,14 @@ fn dispatch(
         SetTopology { topology, by } => admin::set_topology(state, topology, &by),
         SetReservation { reservation, by } => admin::set_reservation(state, reservation, &by),
         DeleteReservation { name, by } => admin::delete_reservation(state, &name, &by),
+        ApplicationXid {
+            job,
+            attempt,
+            node,
+            gpu,
+            xid,
+            ..
+        } => reports::application_xid(state, job, attempt, &node, gpu, xid, now),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Reports from node agents: attempt started, batch script exited, node released,
-//! checkpoint committed. Every report names its attempt; a report for any attempt
-//! but the job's newest is rejected as stale.
+//! checkpoint committed, attempt killed by an application XID. Every report names
+//! its attempt; a report for any attempt but the job's newest is rejected as stale.
 
 use super::job_of;
 use super::lifecycle::{begin_ending, release_node};
@@ -166,4 +166,44 @@ pub(super) fn checkpoint(
         job.last_checkpoint = Some(checkpoint);
     }
     Ok(Outcome::Done)
+}
+
+/// An application XID killed the attempt's processes on `node` (the agent did it
+/// at once): the attempt ends and, as after a GPU failure, the job goes back to
+/// the queue if it may be requeued (FAILED otherwise). The GPU stays in service.
+pub(super) fn application_xid(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    node: &str,
+    gpu: u32,
+    xid: u32,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    let job = job_of(state, id)?;
+    let found = live_attempt_on(job, attempt, node)?;
+    if found.ending.is_some() {
+        return Err(Rejection::WrongJobState {
+            job: id,
+            state: job.state.slurm_name().into(),
+            action: "end an attempt for an application XID".into(),
+            needed: "RUNNING".into(),
+        });
+    }
+    let holds_gpu = found
+        .allocation
+        .iter()
+        .any(|a| a.node == node && a.gpus.contains(&gpu));
+    if !holds_gpu {
+        return Err(Rejection::InvalidRequest(format!(
+            "GPU {gpu} of node '{node}' is not allocated to job {id} attempt {attempt}"
+        )));
+    }
+    let cause = EndCause::ApplicationXid {
+        node: node.to_string(),
+        gpu,
+        xid,
+    };
+    begin_ending(state, id, cause, &[], now);
+    Ok(Outcome::Jobs(vec![id]))
 }
