@@ -37,10 +37,6 @@ pub struct Controller {
     gateway: AgentGateway,
 }
 
-/// Between the first signal (SIGTERM) and SIGKILL when an attempt ends, as
-/// Slurm's KillWait.
-const KILL_WAIT_MS: u64 = 10_000;
-
 impl Controller {
     /// Starts the replica, the client API and the leader loop.
     pub async fn start(config: ControllerConfig) -> anyhow::Result<Controller> {
@@ -73,6 +69,7 @@ impl Controller {
             schedule_interval: Duration::from_millis(config.leader.schedule_interval_ms.max(1)),
             tick_interval: Duration::from_millis(config.leader.tick_interval_ms.max(1)),
         };
+        let kill_wait_ms = config.leader.kill_wait_ms;
         let committed = Arc::new(Notify::new());
         let leader_loop = tokio::spawn(leader_loop::run(
             Arc::clone(&replica),
@@ -124,7 +121,7 @@ impl Controller {
                 cluster_name,
                 heartbeat_ms: liveness.agent_heartbeat_ms,
                 lease_ms: liveness.agent_lease_ms,
-                kill_grace_ms: KILL_WAIT_MS,
+                kill_grace_ms: kill_wait_ms,
                 heartbeats: Heartbeats::default(),
                 confirmation: LeaderConfirmation::default(),
                 wake_scheduler: gateway_wake,

@@ -100,6 +100,15 @@ fn a_bad_time_limit_says_what_is_wrong_and_what_to_write() {
 }
 
 #[test]
+fn a_kill_wait_that_is_not_a_short_duration_is_refused() {
+    let e = refused("id = 1\n", "id = 1\n[leader]\nkill_wait = \"30 s\"\n");
+    assert_refusal(&e, "leader.kill_wait", "\"30 s\" is not a duration");
+    // A bare number is minutes, as in Slurm's time format.
+    let e = refused("id = 1\n", "id = 1\n[leader]\nkill_wait = \"90\"\n");
+    assert_refusal(&e, "leader.kill_wait", "write seconds as 00:00:30");
+}
+
+#[test]
 fn a_partition_naming_an_undefined_node_is_refused() {
     let e = refused("nodes = \"gpu[01-02]\"", "nodes = \"gpu[01-05]\"");
     assert_refusal(&e, "partitions[1].nodes", "node 'gpu05' is not defined");

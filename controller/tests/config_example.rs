@@ -46,6 +46,7 @@ fn the_example_describes_three_replicas_on_localhost() {
         (30, 100, 200)
     );
     assert_eq!(config.leader.schedule_interval_ms, 1000);
+    assert_eq!(config.leader.kill_wait_ms, 10_000);
     assert_eq!(config.liveness.down_after_ms(), 15_000);
 }
 

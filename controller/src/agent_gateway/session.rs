@@ -35,7 +35,8 @@ pub struct SessionContext {
     pub heartbeat_ms: u64,
     /// Agent lease.
     pub lease_ms: u64,
-    /// Between SIGTERM and SIGKILL when ending an attempt.
+    /// Between SIGTERM and SIGKILL when ending an attempt (`leader.kill_wait`,
+    /// Slurm's KillWait).
     pub kill_grace_ms: u64,
     /// Liveness table.
     pub heartbeats: Heartbeats,

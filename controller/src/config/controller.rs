@@ -98,13 +98,16 @@ impl RaftSettings {
     }
 }
 
-/// The leader loop's intervals.
+/// The leader loop's intervals, and how it ends attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderSettings {
     /// Period of scheduling passes, ms (default 1,000).
     pub schedule_interval_ms: u64,
     /// Period of `Tick` commands, ms (default 1,000).
     pub tick_interval_ms: u64,
+    /// Between SIGTERM and SIGKILL when an attempt is ended (Slurm's KillWait),
+    /// ms (default 10,000; 0 sends SIGKILL at once).
+    pub kill_wait_ms: u64,
 }
 
 /// Node liveness timeouts.

@@ -1,10 +1,11 @@
 //! The daemon's own sections of `corral.toml`, as written: the replicas and their
 //! addresses, where to listen, TLS files, Raft timing, the leader loop's intervals
-//! and node liveness timeouts.
+//! and kill wait, and node liveness timeouts.
 
 use std::path::PathBuf;
 
 use corral_consensus::RaftTiming;
+use corral_state::slurm::duration::{TimeLimit, format_time_limit};
 use serde::{Deserialize, Serialize};
 
 /// One initial voter (`[[replicas]]`).
@@ -79,7 +80,7 @@ impl Default for RaftSection {
     }
 }
 
-/// The leader loop (`[leader]`).
+/// The leader loop (`[leader]`) and how the leader ends attempts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaderSection {
@@ -87,13 +88,21 @@ pub struct LeaderSection {
     pub schedule_interval_ms: u64,
     /// Period of `Tick` commands (usage, time limits, preemption grace), ms.
     pub tick_interval_ms: u64,
+    /// Slurm's KillWait: between SIGTERM and SIGKILL when an attempt is ended
+    /// (cancel, time limit, requeue, node failure of a gang), as a Slurm
+    /// duration (`00:00:30`; a bare number is minutes).
+    pub kill_wait: String,
 }
+
+/// `kill_wait`'s default, seconds.
+pub const DEFAULT_KILL_WAIT_SECONDS: u64 = 10;
 
 impl Default for LeaderSection {
     fn default() -> Self {
         LeaderSection {
             schedule_interval_ms: 1_000,
             tick_interval_ms: 1_000,
+            kill_wait: format_time_limit(TimeLimit::Seconds(DEFAULT_KILL_WAIT_SECONDS)),
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Raft timing, leader loop intervals and node liveness timeouts: positive, and
-//! ordered where one must exceed another.
+//! Raft timing, leader loop intervals, the kill wait and node liveness timeouts:
+//! positive (or bounded), and ordered where one must exceed another.
 
-use super::values::{Checked, positive};
+use super::values::{Checked, Zero, duration_seconds, positive};
 use crate::config::controller::{LeaderSettings, LivenessSettings, RaftSettings};
 use crate::config::error::Refusal;
 use crate::config::file::{LeaderSection, LivenessSection, RaftSection};
@@ -39,14 +39,31 @@ pub(crate) fn raft(section: &RaftSection) -> Checked<RaftSettings> {
     })
 }
 
-/// The leader loop's intervals, both positive.
+/// The longest kill wait accepted: longer, a hung job holds its GPUs for hours.
+const MAX_KILL_WAIT_SECONDS: u64 = 3_600;
+
+/// The leader loop's intervals, both positive, and the kill wait (zero allowed:
+/// SIGKILL right after SIGTERM; at most an hour).
 pub(crate) fn leader(section: &LeaderSection) -> Checked<LeaderSettings> {
+    const KEY: &str = "leader.kill_wait";
+    let kill_wait = duration_seconds(KEY, &section.kill_wait, Zero::Allowed)?;
+    if kill_wait > MAX_KILL_WAIT_SECONDS {
+        return Err(Refusal::new(
+            KEY,
+            format!(
+                "{:?} is {kill_wait} s, longer than the {MAX_KILL_WAIT_SECONDS} s accepted; \
+                 write seconds as 00:00:30 (a bare number is minutes, as in Slurm's time format)",
+                section.kill_wait
+            ),
+        ));
+    }
     Ok(LeaderSettings {
         schedule_interval_ms: positive(
             "leader.schedule_interval_ms",
             section.schedule_interval_ms,
         )?,
         tick_interval_ms: positive("leader.tick_interval_ms", section.tick_interval_ms)?,
+        kill_wait_ms: kill_wait * 1_000,
     })
 }
 
@@ -88,6 +105,34 @@ mod tests {
         );
         assert!(leader(&LeaderSection::default()).is_ok());
         assert!(liveness(&LivenessSection::default()).is_ok());
+    }
+
+    #[test]
+    fn the_kill_wait_is_a_slurm_duration_of_at_most_an_hour() {
+        let wait = |text: &str| {
+            leader(&LeaderSection {
+                kill_wait: text.into(),
+                ..LeaderSection::default()
+            })
+        };
+        assert_eq!(
+            leader(&LeaderSection::default()).unwrap().kill_wait_ms,
+            10_000
+        );
+        assert_eq!(wait("00:00:30").unwrap().kill_wait_ms, 30_000);
+        assert_eq!(wait("2:00").unwrap().kill_wait_ms, 120_000);
+        assert_eq!(wait("0").unwrap().kill_wait_ms, 0);
+        assert_eq!(wait("60").unwrap().kill_wait_ms, 3_600_000);
+        for bad in ["61", "1-00:00:00", "UNLIMITED", "30s", ""] {
+            let refusal = wait(bad).unwrap_err();
+            assert_eq!(refusal.key, "leader.kill_wait", "{bad:?}");
+        }
+        assert!(
+            wait("90")
+                .unwrap_err()
+                .reason
+                .contains("a bare number is minutes")
+        );
     }
 
     #[test]
