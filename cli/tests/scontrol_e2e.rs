@@ -114,10 +114,7 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
     );
     assert!(shown.contains("JobName=renamed"), "{shown}");
     assert!(shown.contains("TimeLimit=00:30:00"), "{shown}");
-    for (field, says) in [
-        ("Partition=nope", "nope"),
-        ("MinCPUsNode=4", "TimeLimit"),
-    ] {
+    for (field, says) in [("Partition=nope", "nope"), ("MinCPUsNode=4", "TimeLimit")] {
         let out = scontrol(&cluster, leader, "user-alice", &["update", &job_id, field]);
         assert_eq!(out.status.code(), Some(1), "{field}");
         let stderr = String::from_utf8_lossy(&out.stderr);
