@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::admin_args::AdminArgs;
 use crate::connection::ClusterFlags;
+use crate::srun_args::SrunArgs;
 
 /// corral: a Slurm-compatible scheduler for GPU clusters, without a single point of failure.
 #[derive(Debug, Parser)]
@@ -102,7 +103,7 @@ pub enum Command {
     /// Report a checkpoint of the current job (from inside it).
     Checkpoint(CheckpointArgs),
     /// Run a command on the job's nodes, one task per node by default (like srun; inside a job).
-    Srun(SrunArgs),
+    Srun(Box<SrunArgs>),
     /// Configuration changes (admins).
     Admin {
         #[command(subcommand)]
@@ -422,53 +423,4 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         super::Cli::command().debug_assert();
     }
-}
-
-/// `srun` inside a job: the step's shape and how its output is shown.
-#[derive(Debug, Args)]
-pub struct SrunArgs {
-    /// Nodes of the allocation to run on, its first N (default: all; or $SLURM_NNODES).
-    #[arg(short = 'N', long, value_name = "N")]
-    pub nodes: Option<u32>,
-    /// Tasks (default: one per node; or $SLURM_NTASKS when neither -N nor --ntasks-per-node is given).
-    #[arg(short = 'n', long, value_name = "N")]
-    pub ntasks: Option<u32>,
-    /// Tasks on each node (default: $SLURM_NTASKS_PER_NODE when -n and -N are not given).
-    #[arg(long, value_name = "N")]
-    pub ntasks_per_node: Option<u32>,
-    /// Prefix each output line with its task's rank.
-    #[arg(short = 'l', long)]
-    pub label: bool,
-    /// The tasks' working directory (default: the current one).
-    #[arg(short = 'D', long, value_name = "DIR")]
-    pub chdir: Option<String>,
-    /// Which variables of this environment the tasks get: ALL, NONE, or a list
-    /// of NAME and NAME=VALUE (with ALL to add to everything).
-    #[arg(long, default_value = "ALL", value_name = "ALL|NONE|VARS")]
-    pub export: String,
-    /// Kill every task when one exits non-zero (`-K` or `-K1`; `-K0` turns it off).
-    #[arg(short = 'K', long, num_args = 0..=1, default_missing_value = "1", value_name = "0|1")]
-    pub kill_on_bad_exit: Option<u8>,
-    /// Accepted for compatibility: srun never buffers output.
-    #[arg(short = 'u', long)]
-    pub unbuffered: bool,
-    /// Accepted for compatibility: steps have no names in corral.
-    #[arg(short = 'J', long, value_name = "NAME")]
-    pub job_name: Option<String>,
-    /// Only `none`: corral provides no PMI; launchers that rendezvous through
-    /// the environment (torchrun, mpirun with SLURM_* variables) work.
-    #[arg(long, value_name = "TYPE")]
-    pub mpi: Option<String>,
-    /// Accepted for compatibility: corral does not bind tasks to CPUs.
-    #[arg(long, value_name = "TYPE")]
-    pub cpu_bind: Option<String>,
-    /// Accepted for compatibility: steps always share the job's resources.
-    #[arg(long)]
-    pub overlap: bool,
-    /// The job to run in (default: $SLURM_JOB_ID).
-    #[arg(long, value_name = "ID")]
-    pub jobid: Option<u64>,
-    /// The command and its arguments.
-    #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "COMMAND")]
-    pub command: Vec<String>,
 }

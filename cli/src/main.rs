@@ -10,6 +10,7 @@ mod connection;
 mod exit;
 mod format;
 mod slurm_shims;
+mod srun_args;
 mod when;
 
 use std::process::ExitCode;

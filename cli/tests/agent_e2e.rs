@@ -535,3 +535,47 @@ fn an_xid_on_another_node_kills_the_steps_tasks_there_and_on_the_batch_host() {
     );
     cluster.ok("user-corral-admin", &["cancel", &id]);
 }
+
+#[test]
+fn a_quiet_step_outlives_the_idle_timeout_and_escaped_processes_end_with_the_job() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    // Each rank leaves a process in a session of its own (as torchrun does
+    // with its workers) holding the step's output open, then prints nothing
+    // for longer than QUIC's idle timeout (30 s).
+    let path = step_script(
+        dir,
+        "quiet",
+        &format!(
+            concat!(
+                "srun bash -c 'setsid bash -c \"echo \\$\\$ > {dir}/escaped-$SLURM_PROCID; exec sleep 600\" & ",
+                "sleep 36; echo quiet-done-$SLURM_PROCID'\n",
+                "echo \"srun=$?\"\n",
+            ),
+            dir = dir.display()
+        ),
+    );
+    let id = submit(&cluster, &path);
+    let job = wait_job(&cluster, &id, Duration::from_secs(120), "completion", |j| {
+        j["state"] == "Completed" || j["state"] == "Failed"
+    });
+    let out = read_output(dir, &format!("quiet-{id}.out"));
+    assert_eq!(job["state"], "Completed", "{out}\n{}", logs(dir));
+    for expected in ["quiet-done-0\n", "quiet-done-1\n", "srun=0\n"] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    for rank in 0..2 {
+        let pid = read_output(dir, &format!("escaped-{rank}"))
+            .trim()
+            .to_string();
+        assert!(!pid.is_empty(), "rank {rank} wrote no pid");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while process_alive(&pid) {
+            assert!(
+                Instant::now() < deadline,
+                "rank {rank}'s escaped process {pid} outlived the job"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

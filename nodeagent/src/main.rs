@@ -107,6 +107,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let outbox = Outbox::default();
     let run_as_job_user = nix::unistd::geteuid().is_root();
     let step_socket = args.state_dir.join("step.sock");
+    let boot_id = format!("{:032x}", rand::random::<u128>());
     let supervisor = Supervisor::new(
         SupervisorSettings {
             node: node.clone(),
@@ -114,25 +115,40 @@ async fn run(args: Args) -> anyhow::Result<()> {
             checkpoint_root: args.checkpoint_root.clone(),
             run_as_job_user,
             step_socket: Some(step_socket.clone()),
+            agent_id: format!("{node}:{boot_id}"),
         },
         outbox.clone(),
     );
-    let (step_endpoint, step_address) = step_channel(&args, &tls, &node)?;
+    // Without steps the node still runs batch jobs: a step channel or socket
+    // that cannot be set up is reported, not fatal.
+    let (step_endpoint, step_address) = match step_channel(&args, &tls, &node) {
+        Ok(channel) => channel,
+        Err(e) => {
+            tracing::error!("{e:#}; srun steps will not reach this node");
+            (None, None)
+        }
+    };
     if let Some(endpoint) = &step_endpoint {
         tokio::spawn(step::peer::serve(endpoint.clone(), supervisor.clone()));
     }
-    let listener = step::coordinator::bind(&step_socket)
-        .with_context(|| format!("cannot serve srun on {}", step_socket.display()))?;
-    tokio::spawn(step::coordinator::serve(
-        listener,
-        supervisor.clone(),
-        step_endpoint,
-    ));
+    match step::coordinator::bind(&step_socket) {
+        Ok(listener) => {
+            tokio::spawn(step::coordinator::serve(
+                listener,
+                supervisor.clone(),
+                step_endpoint,
+            ));
+        }
+        Err(e) => tracing::error!(
+            "cannot serve srun on {}: {e}; srun will not work in jobs on this node (a shorter --state-dir helps if the path is long)",
+            step_socket.display()
+        ),
+    }
     std::fs::create_dir_all(args.state_dir.join("scripts"))?;
     let settings = LinkSettings {
         controllers: args.controllers.clone(),
         node: node.clone(),
-        boot_id: format!("{:032x}", rand::random::<u128>()),
+        boot_id,
         resources: NodeResources {
             cpus: args.cpus.unwrap_or_else(resources::cpus),
             memory_mb: args.memory_mb.unwrap_or_else(resources::memory_mb),
@@ -150,7 +166,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // XID fail-fast: kill the attempts using the GPU at once, then tell the leader.
     let mut xids = gpus.xid_events();
     {
-        let (supervisor, outbox) = (supervisor.clone(), outbox.clone());
+        let supervisor = supervisor.clone();
         tokio::spawn(async move {
             while let Some(event) = xids.recv().await {
                 let class = classify_xid(event.xid);
@@ -164,30 +180,31 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     );
                     continue;
                 }
-                let killed = supervisor.kill_users_of_gpu(event.gpu);
-                tracing::warn!(
-                    gpu = event.gpu,
-                    xid = event.xid,
-                    ?killed,
-                    "critical XID {}: {}",
-                    event.xid,
-                    class.meaning
-                );
                 let reason = format!("XID {}: {} {}", event.xid, class.meaning, event.detail);
-                outbox.push(if class.action.drains() {
-                    AgentReport::GpuFailed {
-                        gpu: event.gpu,
-                        xid: Some(event.xid),
-                        reason,
-                        drain_node: matches!(class.action, XidAction::DrainNode),
-                    }
-                } else {
-                    // An application error: the GPU stays in service.
-                    AgentReport::XidKilled {
-                        gpu: event.gpu,
-                        xid: event.xid,
-                        attempts: killed,
-                        reason,
+                supervisor.kill_users_of_gpu(event.gpu, |killed| {
+                    tracing::warn!(
+                        gpu = event.gpu,
+                        xid = event.xid,
+                        ?killed,
+                        "critical XID {}: {}",
+                        event.xid,
+                        class.meaning
+                    );
+                    if class.action.drains() {
+                        AgentReport::GpuFailed {
+                            gpu: event.gpu,
+                            xid: Some(event.xid),
+                            reason,
+                            drain_node: matches!(class.action, XidAction::DrainNode),
+                        }
+                    } else {
+                        // An application error: the GPU stays in service.
+                        AgentReport::XidKilled {
+                            gpu: event.gpu,
+                            xid: event.xid,
+                            attempts: killed,
+                            reason,
+                        }
                     }
                 });
             }

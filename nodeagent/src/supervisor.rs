@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use corral_proto::agent::{AgentReport, Launch, SignalScope};
 use corral_state::ids::{AttemptNumber, JobId};
 use corral_state::job::ExitStatus;
@@ -21,7 +23,8 @@ use nix::unistd::Pid;
 
 use crate::job::environment::{LaunchContext, batch_environment};
 use crate::job::process::{
-    JobProcess, ProcessSpec, RunAs, output_paths, process_group_alive, resolve_user, write_script,
+    AGENT_ID_ENV, JobProcess, ProcessSpec, RunAs, attempt_processes, output_paths,
+    process_group_alive, resolve_user, write_script,
 };
 use crate::outbox::Outbox;
 
@@ -41,6 +44,9 @@ pub struct SupervisorSettings {
     pub run_as_job_user: bool,
     /// The socket `srun` reaches this agent on (`CORRAL_STEP_SOCKET` in jobs).
     pub step_socket: Option<PathBuf>,
+    /// This agent (node and start), `CORRAL_AGENT_ID` in every job process it
+    /// starts: how it finds the processes that left their process groups.
+    pub agent_id: String,
 }
 
 #[derive(Debug)]
@@ -64,9 +70,22 @@ struct Running {
     starting: u32,
     /// The number the next step coordinated here gets.
     next_step: u32,
+    /// When a kill under way SIGKILLs what is left.
+    kill_at: Option<Instant>,
+    /// Ending (its batch script exited, a GPU it used failed, or a kill came):
+    /// no step task starts in it any more.
+    ending: bool,
+    /// The uid the attempt's processes run as (to find those that escaped
+    /// their process groups).
+    uid: u32,
 }
 
 impl Running {
+    /// Whether a step task may start in the attempt.
+    fn takes_steps(&self) -> bool {
+        !self.ending && !self.killing && !self.fenced
+    }
+
     /// Every process group of the attempt here: the batch script's and the tasks'.
     fn groups(&self) -> Vec<i32> {
         self.group.iter().chain(&self.tasks).copied().collect()
@@ -149,6 +168,13 @@ impl Supervisor {
             tasks: BTreeSet::new(),
             starting: 0,
             next_step: 0,
+            kill_at: None,
+            ending: false,
+            uid: if self.settings.run_as_job_user {
+                launch.job.spec.uid
+            } else {
+                nix::unistd::geteuid().as_raw()
+            },
         };
         if !batch {
             // Other ranks start through steps (srun); the allocation is ready.
@@ -210,7 +236,7 @@ impl Supervisor {
             checkpoint_dir: &checkpoint_dir_text,
             base_env: &launch.script.environment,
         });
-        self.add_step_socket(&mut env);
+        self.add_agent_vars(&mut env);
         let program = write_script(
             &self.settings.scripts_dir,
             job.id,
@@ -234,9 +260,9 @@ impl Supervisor {
         JobProcess::spawn(&spec).map_err(|e| e.to_string())
     }
 
-    /// Waits for the batch script, then for the rest of its group and for the
-    /// tasks of steps still running here (which end with the batch script, as in
-    /// Slurm), then reports.
+    /// Waits for the batch script, then ends what is left of the attempt here
+    /// (the rest of its group, the tasks of steps still running, processes that
+    /// escaped them: they end with the batch script, as in Slurm), then reports.
     fn watch_batch(&self, key: AttemptKey, mut process: JobProcess) {
         let this = self.clone();
         tokio::spawn(async move {
@@ -250,18 +276,10 @@ impl Supervisor {
                     }
                 }
             };
-            // Background processes of the script end with it.
-            let group = process.pid() as i32;
-            let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
-            // Zombies do not count: an init that never reaps would hold the
-            // release back forever (or until it reaps).
-            let mut pause = Duration::from_millis(2);
-            while process.group_alive() {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            this.kill_tasks(key, Signal::KILL);
-            this.wait_for_tasks(key).await;
+            // Nothing new starts in the attempt from here on. A kill already
+            // under way keeps its grace period; otherwise what is left goes now.
+            let kill_from = this.mark_ending(key).unwrap_or_else(Instant::now);
+            this.wait_until_gone(key, kill_from).await;
             let fenced = this.take(key).is_some_and(|r| r.fenced);
             if !fenced {
                 this.outbox.push(AgentReport::BatchExited {
@@ -297,14 +315,20 @@ impl Supervisor {
         }
     }
 
-    /// Ends an attempt: `signal` to the batch script and the tasks, SIGKILL
-    /// after `grace`, then (once every process is gone) the report. An attempt
-    /// this node does not run is released at once.
+    /// Ends an attempt: `signal` to all its processes here (batch script,
+    /// tasks, escaped processes), SIGKILL after `grace`, then (once every
+    /// process is gone) the report. An attempt this node does not run is
+    /// released at once.
     pub fn kill(&self, key: AttemptKey, signal: Signal, grace: Duration) {
+        let kill_from = Instant::now() + grace;
         let state = self.attempts.lock().ok().and_then(|mut a| {
             a.get_mut(&key).map(|r| {
                 let first = !r.killing;
                 r.killing = true;
+                r.ending = true;
+                if first {
+                    r.kill_at = Some(kill_from);
+                }
                 (r.batch && r.group.is_some(), r.groups(), first)
             })
         });
@@ -321,13 +345,13 @@ impl Supervisor {
         for group in &groups {
             send(*group, signal);
         }
+        for pid in self.escaped(key) {
+            send_pid(pid, signal);
+        }
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            if let Some(group) = this.group_of(key) {
-                let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
-            }
-            this.kill_tasks(key, Signal::KILL);
+            tokio::time::sleep_until(kill_from).await;
+            this.kill_everything(key);
         });
         if batch {
             // The batch watcher reports BatchExited when everything is gone.
@@ -335,7 +359,7 @@ impl Supervisor {
         }
         let this = self.clone();
         tokio::spawn(async move {
-            this.wait_for_tasks(key).await;
+            this.wait_until_gone(key, kill_from).await;
             let fenced = this.take(key).is_some_and(|r| r.fenced);
             if !fenced {
                 this.outbox.push(AgentReport::Released {
@@ -346,32 +370,39 @@ impl Supervisor {
         });
     }
 
-    /// A GPU failed: SIGKILL at once every attempt using it; returns them.
-    pub fn kill_users_of_gpu(&self, gpu: u32) -> Vec<AttemptKey> {
-        let hit: Vec<(AttemptKey, Vec<i32>)> = self
+    /// A GPU failed: SIGKILL at once every attempt using it (nothing new starts
+    /// in them). `report` makes the report of the failure from the attempts
+    /// hit; it is queued before any of them is killed, so that it reaches the
+    /// leader before the batch script's exit does (the exit of a job killed for
+    /// an XID is not the job's own failure).
+    pub fn kill_users_of_gpu(&self, gpu: u32, report: impl FnOnce(Vec<AttemptKey>) -> AgentReport) {
+        let hit: Vec<AttemptKey> = self
             .attempts
             .lock()
-            .map(|a| {
-                a.iter()
+            .map(|mut a| {
+                a.iter_mut()
                     .filter(|(_, r)| r.gpus.contains(&gpu))
-                    .map(|(k, r)| (*k, r.groups()))
+                    .map(|(k, r)| {
+                        r.ending = true;
+                        *k
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        for group in hit.iter().flat_map(|(_, groups)| groups) {
-            let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
+        self.outbox.push(report(hit.clone()));
+        for key in &hit {
+            self.kill_everything(*key);
         }
-        hit.into_iter().map(|(k, _)| k).collect()
     }
 
     /// The lease lapsed: kill everything (the leader will declare this node down
     /// and requeue its jobs; they must not run twice).
     pub fn fence(&self) {
-        let (groups, waiting): (Vec<i32>, Vec<AttemptKey>) = self
+        let (keys, waiting): (Vec<AttemptKey>, Vec<AttemptKey>) = self
             .attempts
             .lock()
             .map(|mut a| {
-                let mut groups = Vec::new();
+                let mut keys = Vec::new();
                 let mut waiting = Vec::new();
                 for (key, r) in a.iter_mut() {
                     if !r.fenced && !r.batch && (!r.tasks.is_empty() || r.starting > 0) {
@@ -379,13 +410,14 @@ impl Supervisor {
                     }
                     r.fenced = true;
                     r.killing = true;
-                    groups.extend(r.groups());
+                    r.ending = true;
+                    keys.push(*key);
                 }
-                (groups, waiting)
+                (keys, waiting)
             })
             .unwrap_or_default();
-        for group in groups {
-            let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
+        for key in keys {
+            self.kill_everything(key);
         }
         // Ranks without processes here are simply forgotten (not reported);
         // ranks with tasks once the tasks are gone.
@@ -395,9 +427,83 @@ impl Supervisor {
         for key in waiting {
             let this = self.clone();
             tokio::spawn(async move {
-                this.wait_for_tasks(key).await;
+                this.wait_until_gone(key, Instant::now()).await;
                 this.take(key);
             });
+        }
+    }
+
+    /// SIGKILL to every process of attempt `key` here: its process groups and
+    /// what escaped them.
+    fn kill_everything(&self, key: AttemptKey) {
+        let groups = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|a| a.get(&key).map(Running::groups))
+            .unwrap_or_default();
+        for group in groups {
+            let _ = killpg(Pid::from_raw(group), NixSignal::SIGKILL);
+        }
+        for pid in self.escaped(key) {
+            send_pid(pid, Signal::KILL);
+        }
+    }
+
+    /// Marks attempt `key` as ending (no task starts in it any more); returns
+    /// when a kill under way will SIGKILL what is left, if one is.
+    fn mark_ending(&self, key: AttemptKey) -> Option<Instant> {
+        let mut attempts = self.attempts.lock().ok()?;
+        let running = attempts.get_mut(&key)?;
+        running.ending = true;
+        running.kill_at
+    }
+
+    /// Processes of attempt `key` that left its process groups (see
+    /// [`attempt_processes`]).
+    fn escaped(&self, key: AttemptKey) -> Vec<i32> {
+        let uid = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|a| a.get(&key).map(|r| r.uid));
+        uid.map(|uid| attempt_processes(key.0.0, key.1, &self.settings.agent_id, uid))
+            .unwrap_or_default()
+    }
+
+    /// Returns once attempt `key` has nothing left here (or is gone): no task
+    /// starting, no live process group (the batch script's or a task's), no
+    /// escaped process. From `kill_from` on, whatever is left is SIGKILLed at
+    /// every look, since escaped processes may fork more.
+    async fn wait_until_gone(&self, key: AttemptKey, kill_from: Instant) {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let pending = self
+                .attempts
+                .lock()
+                .ok()
+                .and_then(|a| a.get(&key).map(|r| (r.starting, r.groups())));
+            let Some((starting, groups)) = pending else {
+                return;
+            };
+            let live: Vec<i32> = groups
+                .into_iter()
+                .filter(|g| process_group_alive(*g))
+                .collect();
+            let escaped = self.escaped(key);
+            if starting == 0 && live.is_empty() && escaped.is_empty() {
+                return;
+            }
+            if Instant::now() >= kill_from {
+                for group in &live {
+                    let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
+                }
+                for pid in escaped {
+                    send_pid(pid, Signal::KILL);
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 
@@ -408,7 +514,7 @@ impl Supervisor {
         let attempts = self.attempts.lock().ok()?;
         attempts
             .iter()
-            .find(|(key, r)| key.0 == job && !r.killing && !r.fenced)
+            .find(|(key, r)| key.0 == job && r.takes_steps())
             .map(|(key, r)| (*key, Arc::clone(&r.launch)))
     }
 
@@ -416,7 +522,7 @@ impl Supervisor {
     pub fn step_attempt(&self, key: AttemptKey) -> Option<Arc<Launch>> {
         let attempts = self.attempts.lock().ok()?;
         let running = attempts.get(&key)?;
-        (!running.killing && !running.fenced).then(|| Arc::clone(&running.launch))
+        running.takes_steps().then(|| Arc::clone(&running.launch))
     }
 
     /// The next step number of attempt `key` (steps are numbered by the node
@@ -437,7 +543,7 @@ impl Supervisor {
             return false;
         };
         match attempts.get_mut(&key) {
-            Some(running) if !running.killing && !running.fenced => {
+            Some(running) if running.takes_steps() => {
                 running.starting += 1;
                 true
             }
@@ -457,7 +563,7 @@ impl Supervisor {
         };
         running.starting = running.starting.saturating_sub(1);
         running.tasks.insert(group);
-        !running.killing && !running.fenced
+        running.takes_steps()
     }
 
     /// A task announced by [`Supervisor::begin_task`] did not start.
@@ -466,6 +572,29 @@ impl Supervisor {
             && let Some(running) = attempts.get_mut(&key)
         {
             running.starting = running.starting.saturating_sub(1);
+        }
+    }
+
+    /// Sends `signal` to those of `groups` that are still task groups of
+    /// attempt `key` (a group that ended is never signalled: its id may be
+    /// reused).
+    pub fn signal_tasks(&self, key: AttemptKey, groups: &[i32], signal: Signal) {
+        let live: Vec<i32> = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|a| {
+                a.get(&key).map(|r| {
+                    groups
+                        .iter()
+                        .copied()
+                        .filter(|g| r.tasks.contains(g))
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        for group in live {
+            send(group, signal);
         }
     }
 
@@ -513,46 +642,15 @@ impl Supervisor {
         self.settings.checkpoint_root.join(job.to_string())
     }
 
-    /// Sets `CORRAL_STEP_SOCKET` in a job's environment, when steps are served.
-    pub fn add_step_socket(&self, env: &mut std::collections::BTreeMap<String, String>) {
+    /// Sets the agent's variables in a job process's environment:
+    /// `CORRAL_AGENT_ID`, and `CORRAL_STEP_SOCKET` when steps are served.
+    pub fn add_agent_vars(&self, env: &mut std::collections::BTreeMap<String, String>) {
+        env.insert(AGENT_ID_ENV.to_string(), self.settings.agent_id.clone());
         if let Some(socket) = &self.settings.step_socket {
             env.insert(
                 corral_proto::step::STEP_SOCKET_ENV.to_string(),
                 socket.display().to_string(),
             );
-        }
-    }
-
-    /// Sends `signal` to every task group of attempt `key`.
-    fn kill_tasks(&self, key: AttemptKey, signal: Signal) {
-        let groups: Vec<i32> = self
-            .attempts
-            .lock()
-            .ok()
-            .and_then(|a| a.get(&key).map(|r| r.tasks.iter().copied().collect()))
-            .unwrap_or_default();
-        for group in groups {
-            send(group, signal);
-        }
-    }
-
-    /// Returns once attempt `key` has no task starting and no live task group
-    /// (or is gone).
-    async fn wait_for_tasks(&self, key: AttemptKey) {
-        let mut pause = Duration::from_millis(2);
-        loop {
-            let pending = self.attempts.lock().ok().and_then(|a| {
-                a.get(&key)
-                    .map(|r| (r.starting, r.tasks.iter().copied().collect::<Vec<i32>>()))
-            });
-            let Some((starting, tasks)) = pending else {
-                return;
-            };
-            if starting == 0 && !tasks.iter().any(|g| process_group_alive(*g)) {
-                return;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 
@@ -590,10 +688,6 @@ impl Supervisor {
         }
     }
 
-    fn group_of(&self, key: AttemptKey) -> Option<i32> {
-        self.attempts.lock().ok()?.get(&key)?.group
-    }
-
     fn insert(&self, key: AttemptKey, running: Running) {
         if let Ok(mut attempts) = self.attempts.lock() {
             attempts.insert(key, running);
@@ -611,5 +705,11 @@ fn send(group: i32, signal: Signal) {
             let _ = killpg(Pid::from_raw(group), signal);
         }
         Err(_) => tracing::warn!(signal = signal.0, "not a signal this system knows"),
+    }
+}
+
+fn send_pid(pid: i32, signal: Signal) {
+    if let Ok(signal) = NixSignal::try_from(i32::from(signal.0)) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
     }
 }

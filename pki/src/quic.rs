@@ -3,6 +3,7 @@
 //! connection, so the agent channel trusts exactly what the gRPC services trust.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::RootCertStore;
@@ -44,7 +45,9 @@ impl TlsMaterial {
         tls.alpn_protocols = vec![alpn.to_vec()];
         let crypto = QuicServerConfig::try_from(tls)
             .map_err(|e| PkiError::InvalidCa(format!("QUIC server settings: {e}")))?;
-        Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
+        let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        config.transport_config(transport());
+        Ok(config)
     }
 
     /// A QUIC client speaking protocol `alpn` that verifies the server against
@@ -57,7 +60,9 @@ impl TlsMaterial {
         tls.alpn_protocols = vec![alpn.to_vec()];
         let crypto = QuicClientConfig::try_from(tls)
             .map_err(|e| PkiError::InvalidCa(format!("QUIC client settings: {e}")))?;
-        Ok(quinn::ClientConfig::new(Arc::new(crypto)))
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(transport());
+        Ok(config)
     }
 
     fn roots(&self) -> Result<RootCertStore, PkiError> {
@@ -81,6 +86,25 @@ impl TlsMaterial {
         PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
             .map_err(|e| PkiError::InvalidCa(format!("private key: {e}")))
     }
+}
+
+/// How often an otherwise quiet connection sends a keep-alive: a job step can
+/// print nothing for hours, and its connection must outlive the idle timeout.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// How long a connection may go without hearing from its peer before it is
+/// considered lost (several keep-alives).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Keep-alives both ends send, so only a peer that is really gone times out.
+fn transport() -> Arc<quinn::TransportConfig> {
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(KEEP_ALIVE));
+    // 30 s always fits quinn's VarInt range.
+    if let Ok(idle) = quinn::IdleTimeout::try_from(IDLE_TIMEOUT) {
+        transport.max_idle_timeout(Some(idle));
+    }
+    Arc::new(transport)
 }
 
 /// Who is on the other end of a QUIC connection (its certificate's identity).

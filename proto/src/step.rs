@@ -29,6 +29,11 @@ pub struct StepShapeRequest {
     pub ntasks: Option<u32>,
     /// `--ntasks-per-node`.
     pub ntasks_per_node: Option<u32>,
+    /// `-c/--cpus-per-task`: how many tasks a node holds when `-n` spreads them
+    /// (the job's value when `None`).
+    pub cpus_per_task: Option<u32>,
+    /// `-w/--nodelist`: these nodes of the allocation (all of them must be).
+    pub nodelist: Option<Vec<String>>,
 }
 
 /// `srun` → its node's agent: run a step.
@@ -36,6 +41,9 @@ pub struct StepShapeRequest {
 pub struct SrunRequest {
     /// `SLURM_JOB_ID` of the allocation `srun` runs in.
     pub job: JobId,
+    /// `CORRAL_ATTEMPT` of the job script that runs `srun`: a step of an attempt
+    /// that has ended is refused rather than run in the next one.
+    pub attempt: Option<AttemptNumber>,
     /// The command and its arguments (the program is looked up in the task's `PATH`).
     pub argv: Vec<String>,
     /// `srun`'s environment, which the tasks get (`--export`), before the

@@ -54,7 +54,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Some(dir) => jobs::write_checkpoint_marker(&dir, &args),
             None => jobs::checkpoint(&connect()?, args).await,
         },
-        Command::Srun(args) => srun::run(args).await,
+        Command::Srun(args) => srun::run(*args).await,
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),

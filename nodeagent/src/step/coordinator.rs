@@ -75,8 +75,8 @@ async fn coordinate(
             return Ok(());
         }
     };
-    let launches = match plan(&supervisor, caller, &request) {
-        Ok(launch) => launch,
+    let (launches, peers) = match plan(&supervisor, caller, &request) {
+        Ok(planned) => planned,
         Err(reason) => {
             write_frame(&mut writer, &StepEvent::Refused(reason)).await?;
             return Ok(());
@@ -84,10 +84,6 @@ async fn coordinate(
     };
     write_frame(&mut writer, &StepEvent::Started(launches.layout.clone())).await?;
     let key = (launches.job, launches.attempt);
-    let peers = supervisor
-        .step_attempt(key)
-        .map(|l| l.step_peers.clone())
-        .unwrap_or_default();
     let (events_tx, mut events) = mpsc::channel(256);
     let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
     for node in &launches.layout.nodes {
@@ -154,6 +150,11 @@ async fn coordinate(
                 if matches!(event, StepEvent::Finished | StepEvent::NodeLost { .. }) {
                     open -= 1;
                 }
+                if matches!(event, StepEvent::NodeLost { .. }) {
+                    // As Slurm does on a node failure: the step is aborted
+                    // everywhere (ranks would otherwise wait on the lost ones).
+                    controls.clear();
+                }
                 if matches!(event, StepEvent::Finished) {
                     continue;
                 }
@@ -165,8 +166,10 @@ async fn coordinate(
             }
             signal = signals.recv(), if srun_present => match signal {
                 Some(signal) => {
+                    // Never block here: a share may itself wait for this loop
+                    // to take its output. A share 16 signals behind misses one.
                     for control in &controls {
-                        let _ = control.send(signal).await;
+                        let _ = control.try_send(signal);
                     }
                 }
                 None => {
@@ -182,8 +185,15 @@ async fn coordinate(
     Ok(())
 }
 
+/// Where the other nodes' agents take steps: node → address.
+type Peers = std::collections::BTreeMap<String, String>;
+
 /// Checks the caller and lays the step out; every refusal says why.
-fn plan(supervisor: &Supervisor, caller: u32, request: &SrunRequest) -> Result<StepLaunch, String> {
+fn plan(
+    supervisor: &Supervisor,
+    caller: u32,
+    request: &SrunRequest,
+) -> Result<(StepLaunch, Peers), String> {
     let node = supervisor.node();
     let (key, launch) = supervisor.step_attempt_of_job(request.job).ok_or_else(|| {
         format!(
@@ -191,6 +201,14 @@ fn plan(supervisor: &Supervisor, caller: u32, request: &SrunRequest) -> Result<S
             request.job
         )
     })?;
+    if let Some(attempt) = request.attempt
+        && attempt != key.1
+    {
+        return Err(format!(
+            "this srun belongs to attempt {attempt} of job {}, which has ended; attempt {} runs now",
+            key.0, key.1
+        ));
+    }
     let job = &launch.job;
     let own = nix::unistd::geteuid().as_raw();
     if caller != 0 && caller != own && caller != job.spec.uid {
@@ -213,12 +231,13 @@ fn plan(supervisor: &Supervisor, caller: u32, request: &SrunRequest) -> Result<S
         .next_step(key)
         .ok_or_else(|| format!("job {} is ending on {node}", key.0))?;
     let layout = plan_step(job, attempt, &request.shape, step).map_err(|e| e.to_string())?;
-    Ok(StepLaunch {
+    let step = StepLaunch {
         job: key.0,
         attempt: key.1,
         layout,
         argv: request.argv.clone(),
         env: request.env.clone(),
         workdir: request.workdir.clone(),
-    })
+    };
+    Ok((step, launch.step_peers.clone()))
 }

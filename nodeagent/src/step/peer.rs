@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 use super::tasks::run_node_share;
 use crate::supervisor::Supervisor;
 
+/// How long a step launch waits for this node's own launch of the attempt.
+const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
+
 /// How long connecting to another node's agent may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -77,7 +80,7 @@ async fn serve_share(
         }
     };
     let key = (launch.job, launch.attempt);
-    if let Err(reason) = admit(&supervisor, &from, &launch) {
+    if let Err(reason) = admit_when_launched(&supervisor, &from, &launch).await {
         tracing::warn!(%from, job = %key.0, "refused a step: {reason}");
         let _ = write_frame(&mut send, &StepEvent::Refused(reason)).await;
         let _ = send.finish();
@@ -102,6 +105,32 @@ async fn serve_share(
     }
     let _ = send.finish();
     let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
+}
+
+/// Waits (up to [`LAUNCH_PATIENCE`]) for this node to hear of the attempt
+/// from the leader (the batch host may start its script, and its first `srun`,
+/// before this node's launch arrives), then decides as [`admit`] does. A newer
+/// attempt of the job here refuses at once.
+async fn admit_when_launched(
+    supervisor: &Supervisor,
+    from: &str,
+    launch: &StepLaunch,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + LAUNCH_PATIENCE;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let newer = supervisor
+            .step_attempt_of_job(launch.job)
+            .is_some_and(|(key, _)| key.1 > launch.attempt);
+        let known = supervisor
+            .step_attempt((launch.job, launch.attempt))
+            .is_some();
+        if known || newer || tokio::time::Instant::now() >= deadline {
+            return admit(supervisor, from, launch);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
 }
 
 /// Whether the agent of `from` may start `launch` here.
@@ -191,6 +220,11 @@ async fn remote_share(
                 break Ok(());
             }
             Ok(Some(StepEvent::Refused(reason))) => break Err(format!("{node} refused: {reason}")),
+            Ok(Some(lost @ StepEvent::NodeLost { .. })) => {
+                // Terminal: the share there is over.
+                let _ = events.send(lost).await;
+                break Ok(());
+            }
             Ok(Some(event)) => {
                 if events.send(event).await.is_err() {
                     break Ok(());

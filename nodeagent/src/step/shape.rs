@@ -2,13 +2,13 @@
 //! tasks each runs, from `srun`'s `-N`, `-n` and `--ntasks-per-node`.
 //!
 //! The step uses the allocation's first N nodes in `SLURM_JOB_NODELIST` order
-//! (all of them by default). With `--ntasks-per-node=K` each node runs K tasks
+//! (all of them by default; among those `-w` names, when given). With `--ntasks-per-node=K` each node runs K tasks
 //! (the last ones fewer when `-n` says so); otherwise `-n` tasks (one per node
 //! by default) are placed by Slurm's block distribution, and a step with fewer
 //! tasks than nodes shrinks to as many nodes as tasks, as `srun` does.
 
 use corral_proto::step::{StepLayout, StepShapeRequest};
-use corral_state::job::{Attempt, Job};
+use corral_state::job::{Attempt, Job, NodeAllocation};
 
 use crate::job::environment::layout::{NodeLayout, block_distribution};
 
@@ -24,6 +24,14 @@ pub enum StepShapeError {
         asked: u32,
         /// Held by the job.
         held: usize,
+    },
+    /// `-w` named a node outside the allocation.
+    #[error("-w {node}: the node is not part of this job's allocation ({nodelist})")]
+    NotInAllocation {
+        /// The node.
+        node: String,
+        /// The job's nodes.
+        nodelist: String,
     },
     /// `-n 0` or `--ntasks-per-node=0`.
     #[error("a step needs at least one task; give -n and --ntasks-per-node values of 1 or more")]
@@ -50,7 +58,24 @@ pub fn plan_step(
     step: u32,
 ) -> Result<StepLayout, StepShapeError> {
     let layout = NodeLayout::of(attempt);
-    let held = layout.len();
+    let candidates: Vec<&NodeAllocation> = match &request.nodelist {
+        Some(list) => {
+            if let Some(outside) = list.iter().find(|n| layout.index_of(n).is_none()) {
+                return Err(StepShapeError::NotInAllocation {
+                    node: outside.clone(),
+                    nodelist: layout.nodelist().to_string(),
+                });
+            }
+            layout
+                .nodes()
+                .iter()
+                .copied()
+                .filter(|a| list.contains(&a.node))
+                .collect()
+        }
+        None => layout.nodes().to_vec(),
+    };
+    let held = candidates.len();
     let held_u32 = u32::try_from(held).unwrap_or(u32::MAX);
     let mut nodes = request.nodes.unwrap_or(held_u32);
     if nodes == 0 || nodes > held_u32 {
@@ -84,16 +109,19 @@ pub fn plan_step(
         None => {
             let ntasks = request.ntasks.unwrap_or(nodes);
             nodes = nodes.min(ntasks);
-            let capacity: Vec<u32> = layout
-                .task_capacity(job.spec.cpus_per_task)
-                .into_iter()
+            let per_task = request
+                .cpus_per_task
+                .unwrap_or(job.spec.cpus_per_task)
+                .max(1);
+            let capacity: Vec<u32> = candidates
+                .iter()
                 .take(nodes as usize)
+                .map(|a| (a.cpus / per_task).max(1))
                 .collect();
             block_distribution(ntasks, &capacity)
         }
     };
-    let (names, tasks) = layout
-        .nodes()
+    let (names, tasks) = candidates
         .iter()
         .zip(counts)
         .filter(|(_, count)| *count > 0)
@@ -129,6 +157,7 @@ mod tests {
             nodes,
             ntasks,
             ntasks_per_node: per_node,
+            ..StepShapeRequest::default()
         };
         plan_step(job, attempt, &request, 0)
     }
@@ -175,6 +204,27 @@ mod tests {
         assert_eq!(step.nodes.len(), 1);
         let one = plan(&job, Some(1), None, None).expect("layout");
         assert_eq!(one.nodes, step.nodes);
+    }
+
+    #[test]
+    fn nodelist_chooses_among_the_allocations_nodes() {
+        let job = two_node_job();
+        let attempt = job.current_attempt().expect("attempt");
+        let second = NodeLayout::of(attempt).nodes()[1].node.clone();
+        let request = StepShapeRequest {
+            nodelist: Some(vec![second.clone()]),
+            ..StepShapeRequest::default()
+        };
+        let step = plan_step(&job, attempt, &request, 0).expect("layout");
+        assert_eq!(step.nodes, vec![second]);
+        let outside = StepShapeRequest {
+            nodelist: Some(vec!["elsewhere".into()]),
+            ..StepShapeRequest::default()
+        };
+        assert!(matches!(
+            plan_step(&job, attempt, &outside, 0),
+            Err(StepShapeError::NotInAllocation { .. })
+        ));
     }
 
     #[test]

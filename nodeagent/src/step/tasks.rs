@@ -22,11 +22,14 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::environment::layout::placements;
 use crate::job::environment::{LaunchContext, task_environment};
-use crate::job::process::{JobProcess, TaskOutput, TaskSpec, signal_process_group};
+use crate::job::process::{JobProcess, TaskOutput, TaskSpec};
 use crate::supervisor::{AttemptKey, Supervisor};
 
 /// Between SIGTERM and SIGKILL when a step is aborted.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a task's output may keep flowing after its process group is gone.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// How much output one event carries at most.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -94,7 +97,7 @@ pub async fn run_node_share(
             base_env: &launch.env,
         };
         let mut env = task_environment(&ctx, &launch.layout, task);
-        supervisor.add_step_socket(&mut env);
+        supervisor.add_agent_vars(&mut env);
         let spec = TaskSpec {
             program: PathBuf::from(program),
             args: args.to_vec(),
@@ -144,13 +147,12 @@ pub async fn run_node_share(
             },
             signal = control.recv(), if control_open => match signal {
                 Some(signal) => {
-                    for group in groups.values() {
-                        signal_process_group(*group, signal);
-                    }
+                    let live: Vec<i32> = groups.values().copied().collect();
+                    supervisor.signal_tasks(key, &live, signal);
                 }
                 None => {
                     control_open = false;
-                    abort(groups.values().copied().collect());
+                    abort(&supervisor, key, groups.values().copied().collect());
                 }
             },
         }
@@ -158,21 +160,21 @@ pub async fn run_node_share(
     let _ = events.send(StepEvent::Finished).await;
 }
 
-/// SIGTERM now and SIGKILL after [`ABORT_GRACE`] to `groups`.
-fn abort(groups: Vec<i32>) {
-    for group in &groups {
-        signal_process_group(*group, Signal::TERM);
-    }
+/// SIGTERM now and SIGKILL after [`ABORT_GRACE`] to those of `groups` that
+/// still run then.
+fn abort(supervisor: &Supervisor, key: AttemptKey, groups: Vec<i32>) {
+    supervisor.signal_tasks(key, &groups, Signal::TERM);
+    let supervisor = supervisor.clone();
     tokio::spawn(async move {
         tokio::time::sleep(ABORT_GRACE).await;
-        for group in groups {
-            signal_process_group(group, Signal::KILL);
-        }
+        supervisor.signal_tasks(key, &groups, Signal::KILL);
     });
 }
 
-/// Waits for a task's leader, ends what it left in its group, lets its output
-/// drain, waits for the group to be empty, and returns its exit.
+/// Waits for a task's leader, ends what it left in its group, waits for the
+/// group to be empty (only then does the attempt forget it), lets its output
+/// drain for at most [`DRAIN`] (a process that escaped the group may hold the
+/// pipes open), and returns its exit.
 async fn watch_task(
     supervisor: Supervisor,
     key: AttemptKey,
@@ -191,15 +193,21 @@ async fn watch_task(
         }
     };
     let _ = process.kill();
-    for reader in readers {
-        let _ = reader.await;
-    }
     let mut pause = Duration::from_millis(2);
     while process.group_alive() {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(50));
     }
     supervisor.task_gone(key, process.pid() as i32);
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    for mut reader in readers {
+        if tokio::time::timeout_at(deadline, &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
+    }
     (task, status)
 }
 

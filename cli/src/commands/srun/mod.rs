@@ -19,8 +19,8 @@ use tokio::net::UnixStream;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use crate::args::SrunArgs;
 use crate::exit;
+use crate::srun_args::SrunArgs;
 use output::{NOT_STARTED, OutputPrinter, failure_message, task_code};
 
 /// The signals srun passes on to the tasks.
@@ -49,6 +49,9 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
+    for warning in args.ignored() {
+        eprintln!("{warning}");
+    }
     let Some(socket) = env.get(STEP_SOCKET_ENV) else {
         eprintln!(
             "srun: error: {STEP_SOCKET_ENV} is not set; srun runs inside a job that a corral agent started"

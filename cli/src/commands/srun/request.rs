@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use corral_proto::step::{SrunRequest, StepShapeRequest};
 use corral_state::ids::JobId;
+use corral_state::slurm::hostlist;
 
-use crate::args::SrunArgs;
+use crate::srun_args::SrunArgs;
 
 /// Builds the request from `args`, `env` (srun's environment) and `cwd`.
 pub fn build(
@@ -23,6 +24,19 @@ pub fn build(
             "--mpi={mpi}: corral provides no PMI; use --mpi=none with a launcher that rendezvous through the environment (torchrun, or mpirun reading SLURM_* variables)"
         ));
     }
+    if args.output.is_some() || args.error.is_some() {
+        return Err(
+            "-o/--output and -e/--error (per-task files) are not supported: srun streams the tasks' output; redirect srun's own output in the script instead"
+                .into(),
+        );
+    }
+    if let Some(distribution) = &args.distribution
+        && distribution.split([':', ',']).next() != Some("block")
+    {
+        return Err(format!(
+            "--distribution={distribution}: corral lays steps out by block only; drop the option or use block"
+        ));
+    }
     let job = match args.jobid {
         Some(id) => id,
         None => {
@@ -33,8 +47,10 @@ pub fn build(
                 .map_err(|_| format!("SLURM_JOB_ID={text} is not a job id"))?
         }
     };
+    let attempt = env.get("CORRAL_ATTEMPT").and_then(|a| a.parse().ok());
     Ok(SrunRequest {
         job: JobId(job),
+        attempt,
         argv: args.command.clone(),
         env: exported(&args.export, env)?,
         workdir: args.chdir.clone().unwrap_or_else(|| cwd.to_string()),
@@ -54,18 +70,31 @@ fn shape(args: &SrunArgs, env: &BTreeMap<String, String>) -> Result<StepShapeReq
             })
             .transpose()
     };
-    let given = args.nodes.is_some() || args.ntasks.is_some() || args.ntasks_per_node.is_some();
+    let nodelist = args
+        .nodelist
+        .as_deref()
+        .map(hostlist::expand)
+        .transpose()
+        .map_err(|e| format!("--nodelist: {e}"))?;
+    let given = args.nodes.is_some()
+        || args.ntasks.is_some()
+        || args.ntasks_per_node.is_some()
+        || nodelist.is_some();
     if given {
         return Ok(StepShapeRequest {
             nodes: args.nodes,
             ntasks: args.ntasks,
             ntasks_per_node: args.ntasks_per_node,
+            cpus_per_task: args.cpus_per_task,
+            nodelist,
         });
     }
     Ok(StepShapeRequest {
         nodes: number("SLURM_NNODES")?,
         ntasks: number("SLURM_NTASKS")?,
         ntasks_per_node: number("SLURM_NTASKS_PER_NODE")?,
+        cpus_per_task: args.cpus_per_task,
+        nodelist: None,
     })
 }
 
@@ -109,7 +138,7 @@ mod tests {
             .expect("parses")
             .command
         {
-            crate::args::Command::Srun(args) => args,
+            crate::args::Command::Srun(args) => *args,
             other => panic!("not srun: {other:?}"),
         }
     }
@@ -139,7 +168,9 @@ mod tests {
             StepShapeRequest {
                 nodes: Some(2),
                 ntasks: Some(8),
-                ntasks_per_node: Some(4)
+                ntasks_per_node: Some(4),
+                cpus_per_task: None,
+                nodelist: None,
             }
         );
         assert_eq!(request.env, vars);
@@ -150,7 +181,9 @@ mod tests {
             StepShapeRequest {
                 nodes: None,
                 ntasks: Some(1),
-                ntasks_per_node: None
+                ntasks_per_node: None,
+                cpus_per_task: None,
+                nodelist: None,
             }
         );
     }
@@ -165,6 +198,45 @@ mod tests {
         let all_plus = build(&args(&["--export", "ALL,B=9", "x"]), &vars, "/").expect("request");
         assert_eq!(all_plus.env["B"], "9");
         assert_eq!(all_plus.env["A"], "1");
+    }
+
+    #[test]
+    fn nodelist_cpus_and_unsupported_options() {
+        let vars = env(&[("SLURM_JOB_ID", "1"), ("SLURM_NTASKS", "8")]);
+        let request =
+            build(&args(&["-w", "gpu[02-03]", "-c", "4", "x"]), &vars, "/").expect("request");
+        assert_eq!(
+            request.shape.nodelist,
+            Some(vec!["gpu02".to_string(), "gpu03".to_string()])
+        );
+        assert_eq!(request.shape.cpus_per_task, Some(4));
+        assert_eq!(
+            request.shape.ntasks, None,
+            "-w replaces the inherited task count"
+        );
+        assert!(
+            build(&args(&["-o", "out-%t", "x"]), &vars, "/")
+                .unwrap_err()
+                .contains("streams")
+        );
+        assert!(
+            build(&args(&["-m", "cyclic", "x"]), &vars, "/")
+                .unwrap_err()
+                .contains("block")
+        );
+        assert!(build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").is_ok());
+        let quiet = args(&["--gres=gpu:8", "--exclusive", "-u", "x"]);
+        assert_eq!(quiet.ignored().len(), 1, "{:?}", quiet.ignored());
+    }
+
+    #[test]
+    fn kill_on_bad_exit_takes_no_separate_value() {
+        let parsed = args(&["-K", "python", "train.py"]);
+        assert_eq!(parsed.kill_on_bad_exit, Some(1));
+        assert_eq!(parsed.command, ["python", "train.py"]);
+        let off = args(&["--kill-on-bad-exit=0", "python"]);
+        assert_eq!(off.kill_on_bad_exit, Some(0));
+        assert_eq!(args(&["python"]).kill_on_bad_exit, None);
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub const NO_GPU_DEVICES: &str = "NoDevFiles";
 /// Every variable this module may set. They are removed from the base
 /// environment first, so only this job's values (or none) remain.
 const MANAGED: &[&str] = &[
+    "CORRAL_AGENT_ID",
     "CORRAL_ATTEMPT",
     "CORRAL_CHECKPOINT_DIR",
     "CORRAL_RESUME_FROM",

@@ -28,14 +28,6 @@ pub(super) fn signal_group(pgid: Pid, signal: Signal) -> Result<(), ProcessError
     }
 }
 
-/// Sends `signal` to group `pgid`, ignoring a group that is gone or a signal
-/// this system does not know (there is nothing to do about either).
-pub fn signal_process_group(pgid: i32, signal: Signal) {
-    if let Err(e) = signal_group(Pid::from_raw(pgid), signal) {
-        tracing::debug!(pgid, "signal not sent: {e}");
-    }
-}
-
 /// True while a process of group `pgid` exists and is not a zombie (see
 /// [`group_alive`]).
 pub fn process_group_alive(pgid: i32) -> bool {

@@ -7,6 +7,7 @@
 //! runtime. Dropping a [`JobProcess`] does not kill the job.
 
 mod error;
+mod escaped;
 mod files;
 mod group;
 mod job_process;
@@ -19,7 +20,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use error::ProcessError;
-pub use group::{process_group_alive, signal_process_group};
+pub use escaped::{AGENT_ID_ENV, attempt_processes};
+pub use group::process_group_alive;
 pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;
 pub use script::write_script;

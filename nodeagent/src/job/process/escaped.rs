@@ -1,0 +1,102 @@
+//! Processes of an attempt that left its process groups: a `setsid` in a batch
+//! script, or torchrun, which starts every worker in a session of its own.
+//! Process groups miss them; their environment does not, since every process
+//! of a job inherits `SLURM_JOB_ID`, `CORRAL_ATTEMPT` and the `CORRAL_AGENT_ID`
+//! of the agent that started it (several agents may share a machine: a local
+//! cluster). The agent finds them in `/proc` so that the end of an attempt
+//! ends them too.
+//!
+//! Only processes of the job's user are considered (a process of another user
+//! that copies the variables is not the job's), zombies do not count, and a
+//! process that clears its environment is not found: corral does not confine
+//! jobs with cgroups.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+/// The variable naming the agent (node and start) that started a process.
+pub const AGENT_ID_ENV: &str = "CORRAL_AGENT_ID";
+
+/// Live processes of user `uid` whose environment holds `SLURM_JOB_ID=job`,
+/// `CORRAL_ATTEMPT=attempt` and `CORRAL_AGENT_ID=agent`, other than this process.
+pub fn attempt_processes(job: u64, attempt: u32, agent: &str, uid: u32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let job_var = format!("SLURM_JOB_ID={job}");
+    let attempt_var = format!("CORRAL_ATTEMPT={attempt}");
+    let agent_var = format!("{AGENT_ID_ENV}={agent}");
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || entry.metadata().map(|m| m.uid()).ok() != Some(uid) {
+            continue;
+        }
+        // A process may exit while we look: skip what cannot be read.
+        let Ok(environ) = fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !holds(&environ, &job_var)
+            || !holds(&environ, &attempt_var)
+            || !holds(&environ, &agent_var)
+        {
+            continue;
+        }
+        let zombie = fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start())
+                .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'))
+        });
+        if !zombie && let Ok(pid) = i32::try_from(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Whether the NUL-separated `environ` has the exact entry `entry`.
+fn holds(environ: &[u8], entry: &str) -> bool {
+    environ.split(|b| *b == 0).any(|e| e == entry.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn finds_a_process_by_its_jobs_variables_and_not_by_a_prefix() {
+        let uid = nix::unistd::geteuid().as_raw();
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .env("SLURM_JOB_ID", "987654321")
+            .env("CORRAL_ATTEMPT", "7")
+            .env(AGENT_ID_ENV, "n1:b1")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sleep runs");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // The child execs `sleep` right away; look until its environment shows.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !attempt_processes(987_654_321, 7, "n1:b1", uid).contains(&pid) {
+            assert!(std::time::Instant::now() < deadline, "never found {pid}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!attempt_processes(98_765_432, 7, "n1:b1", uid).contains(&pid));
+        assert!(!attempt_processes(987_654_321, 8, "n1:b1", uid).contains(&pid));
+        assert!(!attempt_processes(987_654_321, 7, "n2:b1", uid).contains(&pid));
+        assert!(!attempt_processes(987_654_321, 7, "n1:b1", uid.wrapping_add(1)).contains(&pid));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!attempt_processes(987_654_321, 7, "n1:b1", uid).contains(&pid));
+        assert!(holds(b"A=1\0SLURM_JOB_ID=5\0", "SLURM_JOB_ID=5"));
+        assert!(!holds(b"SLURM_JOB_ID=55\0", "SLURM_JOB_ID=5"));
+    }
+}
