@@ -9,6 +9,7 @@
 //! may read it, and the agent opens it only if its mode lets the user read it.
 //! Without a user switch, the agent opens everything itself.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -127,10 +128,9 @@ fn prepare_as_user(
     if stderr != stdout {
         args.push(stderr.as_os_str().to_owned());
     }
-    let mut command: Command = command_as(Path::new("/bin/sh"), &args, Some(user))?;
+    let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
+    let mut command: Command = command_as(Path::new("/bin/sh"), &args, Some(user), &env)?;
     command
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

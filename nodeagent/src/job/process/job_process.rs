@@ -47,10 +47,8 @@ impl JobProcess {
         check_workdir(&spec.workdir)?;
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
-        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref())?;
+        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
         command
-            .env_clear()
-            .envs(&spec.env)
             .current_dir(&spec.workdir)
             .process_group(0)
             .stdin(stdio.stdin)
@@ -64,10 +62,8 @@ impl JobProcess {
     /// caller to read, and its input from `/dev/null`.
     pub fn spawn_task(spec: &TaskSpec) -> Result<(JobProcess, TaskOutput), ProcessError> {
         check_workdir(&spec.workdir)?;
-        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref())?;
+        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
         command
-            .env_clear()
-            .envs(&spec.env)
             .current_dir(&spec.workdir)
             .process_group(0)
             .stdin(Stdio::null())
