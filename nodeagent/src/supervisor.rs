@@ -490,7 +490,14 @@ impl Supervisor {
                 .into_iter()
                 .filter(|g| process_group_alive(*g))
                 .collect();
-            let escaped = self.escaped(key);
+            // Looking for escaped processes reads every process's environment:
+            // only once the groups are gone (a SIGKILL of a live group comes
+            // first anyway).
+            let escaped = if live.is_empty() {
+                self.escaped(key)
+            } else {
+                Vec::new()
+            };
             if starting == 0 && live.is_empty() && escaped.is_empty() {
                 return;
             }

@@ -1,8 +1,9 @@
 //! A job's process group: signalling all of it, and telling whether any of it
 //! is still running.
 //!
-//! A process that leaves the group (`setsid`, `setpgid`) escapes both; corral
-//! tracks jobs by process group, not by cgroup.
+//! A process that leaves the group (`setsid`, `setpgid`) escapes both; the
+//! agent finds such processes by their environment instead (see `escaped`).
+//! corral does not confine jobs with cgroups.
 
 use std::fs;
 
