@@ -73,6 +73,25 @@ fn submit_and_start(cluster: &LocalCluster, path: &Path) -> (String, String) {
     (id, node)
 }
 
+/// Submits `path` and waits until the job completes; returns its id and record.
+fn submit_and_complete(cluster: &LocalCluster, path: &Path) -> (String, serde_json::Value) {
+    let id = submit(cluster, path);
+    let job = wait_job(cluster, &id, Duration::from_secs(60), "completion", |j| {
+        j["state"] == "Completed"
+    });
+    (id, job)
+}
+
+/// The nodes of a job record's first attempt, in allocation order.
+fn allocation_nodes(job: &serde_json::Value) -> Vec<String> {
+    job["attempts"][0]["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["node"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// `corral local xid`: injects `xid` into GPU `gpu` of `node`.
 fn inject_xid(dir: &Path, node: &str, gpu: u64, xid: u32) {
     let out = Command::new(corral_bin())
@@ -108,17 +127,9 @@ fn a_gang_job_runs_with_slurms_environment() {
         "env.sh",
         "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\n#SBATCH --output=env-%j.out\nenv | sort\n",
     );
-    let id = submit(&cluster, &path);
-    let job = wait_job(&cluster, &id, Duration::from_secs(60), "completion", |j| {
-        j["state"] == "Completed"
-    });
+    let (id, job) = submit_and_complete(&cluster, &path);
     let out = read_output(dir, &format!("env-{id}.out"));
-    let nodes: Vec<&str> = job["attempts"][0]["allocation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["node"].as_str().unwrap())
-        .collect();
+    let nodes = allocation_nodes(&job);
     for expected in [
         format!("SLURM_JOB_ID={id}"),
         format!("SLURM_JOBID={id}"),
@@ -417,20 +428,11 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
             "echo \"fourth=$?\"\n",
         ),
     );
-    let id = submit(&cluster, &path);
-    let job = wait_job(&cluster, &id, Duration::from_secs(60), "completion", |j| {
-        j["state"] == "Completed"
-    });
+    let (id, job) = submit_and_complete(&cluster, &path);
     let out = read_output(dir, &format!("steps-{id}.out"));
-    let nodes: Vec<&str> = job["attempts"][0]["allocation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["node"].as_str().unwrap())
-        .collect();
-    let mut sorted = nodes.clone();
+    let mut sorted = allocation_nodes(&job);
     sorted.sort();
-    let (first, second) = (sorted[0], sorted[1]);
+    let (first, second) = (sorted[0].as_str(), sorted[1].as_str());
     for (rank, local, node, nodeid) in [
         (0, 0, first, 0),
         (1, 1, first, 0),
@@ -508,13 +510,7 @@ fn an_xid_on_another_node_kills_the_steps_tasks_there_and_on_the_batch_host() {
     let job = cluster.ok("user-corral-admin", &["--json", "show", "job", &id]);
     let job: serde_json::Value = serde_json::from_str(&job).unwrap();
     // The second node in nodelist order runs rank 1.
-    let other = job["job"]["attempts"][0]["allocation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["node"].as_str().unwrap().to_string())
-        .max()
-        .unwrap();
+    let other = allocation_nodes(&job["job"]).into_iter().max().unwrap();
     inject_xid(dir, &other, 0, 79);
     wait_job(&cluster, &id, Duration::from_secs(60), "requeue", |j| {
         j["attempts"].as_array().is_some_and(|a| a.len() >= 2)
