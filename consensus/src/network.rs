@@ -33,11 +33,13 @@ pub const APPEND_BUDGET_BYTES: usize = 1024 * 1024;
 /// How soon an unreachable peer is tried again.
 pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
 
-/// Creates and caches peer channels.
+/// Creates and caches peer channels: one per replica, replaced when the
+/// replica's address changes (so the cache holds at most one channel for each
+/// replica id the cluster has known).
 #[derive(Clone)]
 pub struct PeerNetwork {
     tls: ClientTlsConfig,
-    channels: Arc<Mutex<BTreeMap<(ReplicaId, String), Channel>>>,
+    channels: Arc<Mutex<BTreeMap<ReplicaId, (String, Channel)>>>,
 }
 
 /// Which peer RPC to call.
@@ -64,13 +66,16 @@ impl PeerNetwork {
         }
     }
 
-    /// The channel to `target` at `addr` (`host:port`), created on first use.
+    /// The channel to `target` at `addr` (`host:port`), created on first use
+    /// and again when `target`'s address changes.
     pub fn channel(&self, target: ReplicaId, addr: &str) -> Result<Channel, tonic::Status> {
         let mut channels = self
             .channels
             .lock()
             .map_err(|_| tonic::Status::internal("peer channel cache poisoned"))?;
-        if let Some(channel) = channels.get(&(target, addr.to_string())) {
+        if let Some((cached, channel)) = channels.get(&target)
+            && cached == addr
+        {
             return Ok(channel.clone());
         }
         let endpoint = Endpoint::from_shared(format!("https://{addr}"))
@@ -79,7 +84,7 @@ impl PeerNetwork {
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true);
         let channel = endpoint.connect_lazy();
-        channels.insert((target, addr.to_string()), channel.clone());
+        channels.insert(target, (addr.to_string(), channel.clone()));
         Ok(channel)
     }
 
@@ -229,4 +234,24 @@ fn entries_within_budget(rpc: &AppendEntriesRequest<TypeConfig>) -> Option<u64> 
         total <= APPEND_BUDGET_BYTES
     });
     Some((fit.count() as u64).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_channel_per_replica_and_a_new_address_replaces_the_old() {
+        let network = PeerNetwork::new(ClientTlsConfig::new());
+        network.channel(2, "127.0.0.1:7001").expect("channel");
+        network.channel(2, "127.0.0.1:7001").expect("channel");
+        network.channel(3, "127.0.0.1:7002").expect("channel");
+        network.channel(2, "127.0.0.1:7101").expect("channel");
+        let channels = network.channels.lock().expect("lock");
+        assert_eq!(channels.len(), 2);
+        assert_eq!(
+            channels.get(&2).map(|(a, _)| a.as_str()),
+            Some("127.0.0.1:7101")
+        );
+    }
 }
