@@ -152,12 +152,10 @@ impl Supervisor {
             return;
         };
         let batch = attempt.batch_host() == Some(node.as_str());
-        let checkpoint_dir = self
-            .settings
-            .checkpoint_root
-            .join(launch.job.id.to_string());
+        let checkpoint_dir = self.checkpoint_dir(key.0);
+        let launch = Arc::new(launch);
         let mut running = Running {
-            launch: Arc::new(launch.clone()),
+            launch: Arc::clone(&launch),
             batch,
             gpus: here.gpus.clone(),
             group: None,

@@ -75,59 +75,36 @@ async fn coordinate(
             return Ok(());
         }
     };
-    let (launches, peers) = match plan(&supervisor, caller, &request) {
+    let (step, routes) = match plan(&supervisor, endpoint.as_ref(), caller, &request) {
         Ok(planned) => planned,
         Err(reason) => {
             write_frame(&mut writer, &StepEvent::Refused(reason)).await?;
             return Ok(());
         }
     };
-    write_frame(&mut writer, &StepEvent::Started(launches.layout.clone())).await?;
-    let key = (launches.job, launches.attempt);
+    write_frame(&mut writer, &StepEvent::Started(step.layout.clone())).await?;
+    let key = (step.job, step.attempt);
     let (events_tx, mut events) = mpsc::channel(256);
     let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
-    for node in &launches.layout.nodes {
+    for (node, route) in step.layout.nodes.iter().zip(routes) {
         let (control_tx, control) = mpsc::channel(16);
         controls.push(control_tx);
         let events = events_tx.clone();
-        if node == supervisor.node() {
-            let launch = launches.clone();
-            tokio::spawn(run_node_share(
-                supervisor.clone(),
-                key,
-                launch,
-                events,
-                control,
-            ));
-            continue;
-        }
-        let lost = |message: String| StepEvent::NodeLost {
-            node: node.clone(),
-            message,
-        };
-        match (&endpoint, peers.get(node)) {
-            (Some(endpoint), Some(address)) => {
-                tokio::spawn(run_remote_share(
-                    endpoint.clone(),
+        match route {
+            Route::Here => {
+                let share = run_node_share(supervisor.clone(), key, step.clone(), events, control);
+                tokio::spawn(share);
+            }
+            Route::Peer(endpoint, address) => {
+                let share = run_remote_share(
+                    endpoint,
                     node.clone(),
-                    address.clone(),
-                    launches.clone(),
+                    address,
+                    step.clone(),
                     events,
                     control,
-                ));
-            }
-            (None, _) => {
-                let message = format!(
-                    "the agent of {} serves no step channel (--step-listen), so it cannot reach {node}",
-                    supervisor.node()
                 );
-                let _ = events.send(lost(message)).await;
-            }
-            (_, None) => {
-                let message = format!(
-                    "the agent of {node} registered no step address; start it with --step-listen"
-                );
-                let _ = events.send(lost(message)).await;
+                tokio::spawn(share);
             }
         }
     }
@@ -141,7 +118,7 @@ async fn coordinate(
             }
         }
     });
-    let mut open = launches.layout.nodes.len();
+    let mut open = step.layout.nodes.len();
     let mut srun_present = true;
     while open > 0 {
         tokio::select! {
@@ -188,12 +165,49 @@ async fn coordinate(
 /// Where the other nodes' agents take steps: node → address.
 type Peers = std::collections::BTreeMap<String, String>;
 
-/// Checks the caller and lays the step out; every refusal says why.
+/// How a node's share of a step is run.
+enum Route {
+    /// By this agent.
+    Here,
+    /// By the agent at this address, reached through this endpoint.
+    Peer(quinn::Endpoint, String),
+}
+
+/// The route to each of `nodes`, in order; a node this agent cannot reach
+/// refuses the step before anything starts.
+fn route(
+    here: &str,
+    endpoint: Option<&quinn::Endpoint>,
+    nodes: &[String],
+    peers: &Peers,
+) -> Result<Vec<Route>, String> {
+    nodes
+        .iter()
+        .map(|node| {
+            if node == here {
+                return Ok(Route::Here);
+            }
+            let endpoint = endpoint.ok_or_else(|| {
+                format!(
+                    "the agent of {here} serves no step channel (--step-listen), so it cannot reach {node}"
+                )
+            })?;
+            let address = peers.get(node).ok_or_else(|| {
+                format!("the agent of {node} registered no step address; start it with --step-listen")
+            })?;
+            Ok(Route::Peer(endpoint.clone(), address.clone()))
+        })
+        .collect()
+}
+
+/// Checks the caller, lays the step out and routes its shares; every refusal
+/// says why.
 fn plan(
     supervisor: &Supervisor,
+    endpoint: Option<&quinn::Endpoint>,
     caller: u32,
     request: &SrunRequest,
-) -> Result<(StepLaunch, Peers), String> {
+) -> Result<(StepLaunch, Vec<Route>), String> {
     let node = supervisor.node();
     let (key, launch) = supervisor.step_attempt_of_job(request.job).ok_or_else(|| {
         format!(
@@ -225,12 +239,12 @@ fn plan(
     if request.argv.is_empty() {
         return Err("no command given: srun [OPTIONS] COMMAND [ARGS...]".into());
     }
-    // Check the shape before taking a step number.
-    plan_step(job, attempt, &request.shape, 0).map_err(|e| e.to_string())?;
-    let step = supervisor
+    // Lay out and route before taking a step number.
+    let mut layout = plan_step(job, attempt, &request.shape, 0).map_err(|e| e.to_string())?;
+    let routes = route(node, endpoint, &layout.nodes, &launch.step_peers)?;
+    layout.step = supervisor
         .next_step(key)
         .ok_or_else(|| format!("job {} is ending on {node}", key.0))?;
-    let layout = plan_step(job, attempt, &request.shape, step).map_err(|e| e.to_string())?;
     let step = StepLaunch {
         job: key.0,
         attempt: key.1,
@@ -239,5 +253,5 @@ fn plan(
         env: request.env.clone(),
         workdir: request.workdir.clone(),
     };
-    Ok((step, launch.step_peers.clone()))
+    Ok((step, routes))
 }
