@@ -10,7 +10,7 @@
 use corral_proto::step::{StepLayout, StepShapeRequest};
 use corral_state::job::{Attempt, Job, NodeAllocation};
 
-use crate::job::environment::layout::{NodeLayout, block_distribution};
+use crate::job::environment::layout::{NodeLayout, block_distribution, tasks_that_fit};
 
 /// Why a step cannot be laid out on the allocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,14 +109,11 @@ pub fn plan_step(
         None => {
             let ntasks = request.ntasks.unwrap_or(nodes);
             nodes = nodes.min(ntasks);
-            let per_task = request
-                .cpus_per_task
-                .unwrap_or(job.spec.cpus_per_task)
-                .max(1);
+            let per_task = request.cpus_per_task.unwrap_or(job.spec.cpus_per_task);
             let capacity: Vec<u32> = candidates
                 .iter()
                 .take(nodes as usize)
-                .map(|a| (a.cpus / per_task).max(1))
+                .map(|a| tasks_that_fit(a, per_task))
                 .collect();
             block_distribution(ntasks, &capacity)
         }

@@ -76,15 +76,20 @@ impl<'a> NodeLayout<'a> {
         self.nodes.iter().map(|a| a.cpus).collect()
     }
 
-    /// How many tasks of `cpus_per_task` CPUs each node holds (at least one, as
-    /// Slurm counts a node with fewer CPUs than a task as holding one).
+    /// How many tasks of `cpus_per_task` CPUs each node holds (see
+    /// [`tasks_that_fit`]).
     pub fn task_capacity(&self, cpus_per_task: u32) -> Vec<u32> {
-        let per_task = cpus_per_task.max(1);
         self.nodes
             .iter()
-            .map(|a| (a.cpus / per_task).max(1))
+            .map(|a| tasks_that_fit(a, cpus_per_task))
             .collect()
     }
+}
+
+/// How many tasks of `cpus_per_task` CPUs `allocation` holds: at least one, as
+/// Slurm counts a node with fewer CPUs than a task as holding one.
+pub fn tasks_that_fit(allocation: &NodeAllocation, cpus_per_task: u32) -> u32 {
+    (allocation.cpus / cpus_per_task.max(1)).max(1)
 }
 
 /// Tasks per node when `ntasks` tasks are placed on nodes holding `capacity`
