@@ -54,11 +54,22 @@ pub enum ReadError {
     Unavailable(String),
 }
 
+/// What to do about a database that would not open.
+fn storage_hint(error: &sled::Error) -> &'static str {
+    match error {
+        sled::Error::Unsupported(_) => {
+            "it was written by an incompatible build of corral: move the directory aside \
+             and let this replica catch up from the others (or run the build that wrote it)"
+        }
+        _ => "is another corrald using it?",
+    }
+}
+
 /// A replica that could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The data directory's database could not be opened.
-    #[error("cannot open the replica database in {path}: {source}; is another corrald using it?")]
+    #[error("cannot open the replica database in {path}: {source}; {}", storage_hint(.source))]
     Storage {
         /// The directory.
         path: String,

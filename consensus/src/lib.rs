@@ -33,5 +33,7 @@ pub mod pb {
 }
 
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
-pub use replica::{Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics};
+pub use replica::{
+    Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics, open_database,
+};
 pub use types::{ReplicaAddr, ReplicaId};

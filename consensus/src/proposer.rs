@@ -3,11 +3,12 @@
 //! be in flight at once; every caller is answered only when its entry commits.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use corral_state::{Command, Outcome, Rejection};
 use openraft::error::{ClientWriteError, RaftError};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::error::ProposeError;
 use crate::types::{Proposal, Raft, ReplicaId};
@@ -21,7 +22,10 @@ pub const MAX_ENTRY_BYTES: usize = 512 * 1024;
 /// are bounded well below this by `ClusterConfig::max_batch_bytes`.
 pub const MAX_PROPOSAL_BYTES: usize = 4 * 1024 * 1024 + 64 * 1024;
 /// Most entries proposed and not yet committed at once.
-pub const MAX_ENTRIES_IN_FLIGHT: usize = 2;
+pub const MAX_ENTRIES_IN_FLIGHT: usize = 3;
+/// Fewest commands an entry needs to be proposed while another is in flight
+/// (see [`ready`]).
+pub const MIN_COMMANDS_TO_OVERLAP: usize = 48;
 /// Most proposals waiting to be batched before callers are pushed back.
 const QUEUE_DEPTH: usize = 16 * 1024;
 
@@ -91,42 +95,103 @@ impl Proposer {
     }
 }
 
-async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: Duration) {
-    let in_flight = Arc::new(Semaphore::new(MAX_ENTRIES_IN_FLIGHT));
-    let mut carried: Option<Waiting> = None;
-    loop {
-        let first = match carried.take() {
-            Some(waiting) => waiting,
-            None => match receiver.recv().await {
-                Some(waiting) => waiting,
-                None => break,
-            },
-        };
-        let (mut count, mut bytes) = (first.commands.len(), first.bytes);
-        let mut group = vec![first];
-        while count < MAX_COMMANDS_PER_ENTRY && bytes < MAX_ENTRY_BYTES {
+/// The group of proposals being gathered into the next entry.
+#[derive(Default)]
+struct Gathering {
+    group: Vec<Waiting>,
+    commands: usize,
+    bytes: usize,
+    /// The proposal that did not fit; it starts the entry after this one.
+    overflow: Option<Waiting>,
+}
+
+impl Gathering {
+    fn push(&mut self, waiting: Waiting) {
+        if !self.group.is_empty() && self.bytes + waiting.bytes > MAX_ENTRY_BYTES {
+            self.overflow = Some(waiting);
+            return;
+        }
+        self.commands += waiting.commands.len();
+        self.bytes += waiting.bytes;
+        self.group.push(waiting);
+    }
+
+    fn full(&self) -> bool {
+        self.overflow.is_some()
+            || self.commands >= MAX_COMMANDS_PER_ENTRY
+            || self.bytes >= MAX_ENTRY_BYTES
+    }
+
+    /// Takes whatever is already queued, without waiting.
+    fn drain(&mut self, receiver: &mut mpsc::Receiver<Waiting>) {
+        while !self.full() {
             match receiver.try_recv() {
-                // Too big to join this entry: it starts the next one.
-                Ok(next) if bytes + next.bytes > MAX_ENTRY_BYTES => {
-                    carried = Some(next);
-                    break;
-                }
-                Ok(next) => {
-                    count += next.commands.len();
-                    bytes += next.bytes;
-                    group.push(next);
-                }
+                Ok(next) => self.push(next),
                 Err(_) => break,
             }
         }
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-            break;
-        };
-        let raft = raft.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            commit(&raft, group, timeout).await;
-        });
+    }
+
+    /// Hands the gathered group over, starting the next one with the overflow.
+    fn take(&mut self) -> Vec<Waiting> {
+        let group = std::mem::take(&mut self.group);
+        (self.commands, self.bytes) = (0, 0);
+        if let Some(next) = self.overflow.take() {
+            self.push(next);
+        }
+        group
+    }
+}
+
+/// Whether a gathered group becomes an entry now, given how many are in flight.
+/// With nothing in flight it goes at once (an idle replica adds no delay). While
+/// entries are in flight, a small group waits for more callers or for a commit:
+/// every entry costs an append, an fsync and a replication round on each replica
+/// whatever it holds, so overlapping entries pay only when they are large.
+fn ready(gathering: &Gathering, in_flight: usize) -> bool {
+    match in_flight {
+        0 => true,
+        n if n >= MAX_ENTRIES_IN_FLIGHT => false,
+        _ => gathering.full() || gathering.commands >= MIN_COMMANDS_TO_OVERLAP,
+    }
+}
+
+async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: Duration) {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let committed = Arc::new(Notify::new());
+    let mut gathering = Gathering::default();
+    let mut open = true;
+    loop {
+        if gathering.group.is_empty() {
+            if !open {
+                break;
+            }
+            match receiver.recv().await {
+                Some(waiting) => gathering.push(waiting),
+                None => break,
+            }
+        }
+        gathering.drain(&mut receiver);
+        if ready(&gathering, in_flight.load(Ordering::Acquire)) {
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            let (raft, group) = (raft.clone(), gathering.take());
+            let (in_flight, committed) = (Arc::clone(&in_flight), Arc::clone(&committed));
+            tokio::spawn(async move {
+                commit(&raft, group, timeout).await;
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                committed.notify_one();
+            });
+            continue;
+        }
+        // Not yet: wait for another caller or for an entry to commit. A commit
+        // that lands between the check and here leaves a permit in `committed`.
+        tokio::select! {
+            next = receiver.recv(), if open && !gathering.full() => match next {
+                Some(waiting) => gathering.push(waiting),
+                None => open = false,
+            },
+            () = committed.notified() => {}
+        }
     }
 }
 
@@ -165,4 +230,90 @@ fn write_error(
     }
     // Raft took the entry; it stopped (or its storage failed) before answering.
     ProposeError::Lost(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller with `commands` commands of `bytes` encoded bytes in all.
+    fn caller(commands: usize, bytes: usize) -> Waiting {
+        let command = Command::SetUser {
+            user: corral_state::account::User {
+                name: "u".into(),
+                default_account: "root".into(),
+                accounts: Default::default(),
+                role: corral_state::Role::User,
+            },
+            by: corral_state::Actor {
+                user: "root".into(),
+                role: corral_state::Role::Admin,
+            },
+        };
+        Waiting {
+            commands: vec![command; commands],
+            bytes,
+            answer: oneshot::channel().0,
+        }
+    }
+
+    fn gathered(callers: impl IntoIterator<Item = Waiting>) -> Gathering {
+        let mut gathering = Gathering::default();
+        callers.into_iter().for_each(|c| gathering.push(c));
+        gathering
+    }
+
+    #[test]
+    fn an_idle_replica_proposes_at_once_and_a_busy_one_only_a_large_entry() {
+        let one = gathered([caller(1, 100)]);
+        assert!(ready(&one, 0));
+        assert!(!ready(&one, 1));
+
+        let many = gathered((0..MIN_COMMANDS_TO_OVERLAP).map(|_| caller(1, 100)));
+        assert!(ready(&many, 1));
+        assert!(ready(&many, MAX_ENTRIES_IN_FLIGHT - 1));
+        assert!(!ready(&many, MAX_ENTRIES_IN_FLIGHT));
+
+        // Few callers, but their bytes fill an entry: nothing more would fit.
+        let heavy = gathered([
+            caller(1, MAX_ENTRY_BYTES / 2),
+            caller(1, MAX_ENTRY_BYTES / 2),
+        ]);
+        assert!(heavy.full());
+        assert!(ready(&heavy, 1));
+    }
+
+    #[test]
+    fn a_caller_that_does_not_fit_starts_the_next_entry() {
+        let mut gathering = gathered([caller(2, MAX_ENTRY_BYTES - 10), caller(3, 20)]);
+        assert!(gathering.full());
+        assert_eq!((gathering.group.len(), gathering.commands), (1, 2));
+
+        let first = gathering.take();
+        assert_eq!(first.len(), 1);
+        assert_eq!((gathering.group.len(), gathering.commands), (1, 3));
+        assert_eq!(gathering.bytes, 20);
+        assert!(!gathering.full());
+
+        // A single caller larger than an entry still gets one of its own.
+        let alone = gathered([caller(1, MAX_ENTRY_BYTES * 2)]);
+        assert_eq!(alone.group.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn draining_stops_at_a_full_entry_and_keeps_the_rest_queued() {
+        let (queue, mut receiver) = mpsc::channel(QUEUE_DEPTH);
+        for _ in 0..MAX_COMMANDS_PER_ENTRY / 8 + 3 {
+            queue.send(caller(8, 10)).await.expect("queued");
+        }
+        let mut gathering = Gathering::default();
+        gathering.drain(&mut receiver);
+        assert_eq!(gathering.commands, MAX_COMMANDS_PER_ENTRY);
+        assert!(gathering.full());
+        let mut left = 0;
+        while receiver.try_recv().is_ok() {
+            left += 1;
+        }
+        assert_eq!(left, 3);
+    }
 }

@@ -117,7 +117,7 @@ fn acknowledged_writes_survive_sigkill() {
         }
 
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = corral_consensus::open_database(dir.path()).unwrap();
             let store = LogStore::open(&db, Arc::new(Flusher::start(db.clone()).unwrap())).unwrap();
             let span = store
                 .verify()

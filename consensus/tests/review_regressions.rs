@@ -291,11 +291,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let s_index;
     {
-        let db = sled::Config::new()
-            .path(dir.path())
-            .flush_every_ms(None)
-            .open()
-            .unwrap();
+        let db = corral_consensus::open_database(dir.path()).unwrap();
         let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
         let mut sm = StateMachineStore::open(&db, Arc::clone(&flusher)).unwrap();
         // Local state: applied up to 5.
@@ -330,11 +326,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
             current.meta.last_log_id
         );
     }
-    let db = sled::Config::new()
-        .path(dir.path())
-        .flush_every_ms(None)
-        .open()
-        .unwrap();
+    let db = corral_consensus::open_database(dir.path()).unwrap();
     let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
     let sm = StateMachineStore::open(&db, flusher).unwrap();
     assert_eq!(
@@ -381,11 +373,7 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
     }
     replica.shutdown().await;
 
-    let db = sled::Config::new()
-        .path(dir.path())
-        .flush_every_ms(None)
-        .open()
-        .unwrap();
+    let db = corral_consensus::open_database(dir.path()).unwrap();
     let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
     let (durable, covered) = tokio::sync::watch::channel(Some(20u64));
     let log = LogStore::open(&db, flusher).unwrap().purging_after(covered);

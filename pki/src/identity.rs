@@ -3,7 +3,9 @@
 //! CA vouches for both, so a request's identity comes from its TLS client
 //! certificate and never from anything in the request body.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{LazyLock, Mutex};
 
 use tonic::{Request, Status};
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -129,8 +131,34 @@ pub fn identity_of<T>(request: &Request<T>) -> Result<Identity, Status> {
              use one from the cluster CA (see `corral certs`)",
         )
     })?;
-    Identity::from_der(leaf)
+    remembered_identity(leaf)
         .map_err(|e| Status::unauthenticated(format!("client certificate refused: {e}")))
+}
+
+/// Most certificates whose identity is remembered; past it the memory starts over.
+const REMEMBERED_CERTIFICATES: usize = 4096;
+
+/// [`Identity::from_der`], remembered by certificate bytes: every request on a
+/// connection presents the same certificate, and parsing X.509 on each one cost
+/// several percent of a busy leader. The result depends on the bytes alone (the
+/// TLS handshake already verified the chain), so remembering it changes nothing
+/// but the cost.
+fn remembered_identity(cert_der: &[u8]) -> Result<Identity, IdentityError> {
+    type Memory = HashMap<Vec<u8>, Result<Identity, IdentityError>>;
+    static MEMORY: LazyLock<Mutex<Memory>> = LazyLock::new(Mutex::default);
+    if let Ok(memory) = MEMORY.lock()
+        && let Some(known) = memory.get(cert_der)
+    {
+        return known.clone();
+    }
+    let identity = Identity::from_der(cert_der);
+    if let Ok(mut memory) = MEMORY.lock() {
+        if memory.len() >= REMEMBERED_CERTIFICATES {
+            memory.clear();
+        }
+        memory.insert(cert_der.to_vec(), identity.clone());
+    }
+    identity
 }
 
 /// The caller's identity if its role is one of `allowed`; `permission_denied`
@@ -185,6 +213,25 @@ mod tests {
             }
         );
         assert_eq!(identity.to_string(), "alice (operator)");
+    }
+
+    #[test]
+    fn a_remembered_identity_is_the_one_its_certificate_names() {
+        let alice = cert(&[
+            (DnType::CommonName, "alice"),
+            (DnType::OrganizationalUnitName, "user"),
+        ]);
+        let bob = cert(&[
+            (DnType::CommonName, "bob"),
+            (DnType::OrganizationalUnitName, "admin"),
+        ]);
+        let no_role = cert(&[(DnType::CommonName, "carol")]);
+        for _ in 0..2 {
+            for der in [&alice, &bob, &no_role] {
+                assert_eq!(remembered_identity(der), Identity::from_der(der));
+            }
+            assert!(remembered_identity(b"not a certificate").is_err());
+        }
     }
 
     #[test]
