@@ -58,8 +58,8 @@ pub enum ReadError {
 fn storage_hint(error: &sled::Error) -> &'static str {
     match error {
         sled::Error::Unsupported(_) => {
-            "it was written by an incompatible build of corral: move the directory aside \
-             and let this replica catch up from the others (or run the build that wrote it)"
+            "it was written by an incompatible build of corral: start the build that wrote \
+             it, and do not delete it (it holds this replica's vote and log)"
         }
         _ => "is another corrald using it?",
     }

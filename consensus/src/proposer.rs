@@ -156,6 +156,19 @@ fn ready(gathering: &Gathering, in_flight: usize) -> bool {
     }
 }
 
+/// One entry's place among those in flight, given back when its commit ends.
+struct InFlightSlot {
+    in_flight: Arc<AtomicUsize>,
+    committed: Arc<Notify>,
+}
+
+impl Drop for InFlightSlot {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.committed.notify_one();
+    }
+}
+
 async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: Duration) {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let committed = Arc::new(Notify::new());
@@ -175,11 +188,14 @@ async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: 
         if ready(&gathering, in_flight.load(Ordering::Acquire)) {
             in_flight.fetch_add(1, Ordering::AcqRel);
             let (raft, group) = (raft.clone(), gathering.take());
-            let (in_flight, committed) = (Arc::clone(&in_flight), Arc::clone(&committed));
+            // Given back when the task ends, even if the commit panics.
+            let slot = InFlightSlot {
+                in_flight: Arc::clone(&in_flight),
+                committed: Arc::clone(&committed),
+            };
             tokio::spawn(async move {
+                let _slot = slot;
                 commit(&raft, group, timeout).await;
-                in_flight.fetch_sub(1, Ordering::AcqRel);
-                committed.notify_one();
             });
             continue;
         }

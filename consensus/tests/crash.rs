@@ -118,7 +118,11 @@ fn acknowledged_writes_survive_sigkill() {
 
         {
             let db = corral_consensus::open_database(dir.path()).unwrap();
-            let store = LogStore::open(&db, Arc::new(Flusher::start(db.clone()).unwrap())).unwrap();
+            let store = LogStore::open(
+                &db,
+                Arc::new(Flusher::start(db.clone(), dir.path()).unwrap()),
+            )
+            .unwrap();
             let span = store
                 .verify()
                 .unwrap_or_else(|e| panic!("after a kill at {kill_after}: {e}"));

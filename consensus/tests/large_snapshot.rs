@@ -96,6 +96,10 @@ async fn a_large_state_reaches_a_new_replica_by_snapshot() {
     }
     let leader = cluster.leader().await;
     let lagging = *cluster.replicas.keys().find(|id| **id != leader).unwrap();
+    let lagging_end = cluster.replicas[&lagging]
+        .metrics()
+        .last_log_index
+        .unwrap_or(0);
     cluster.stop(lagging).await;
     let started = Instant::now();
     for i in 0..mib {
@@ -106,6 +110,17 @@ async fn a_large_state_reaches_a_new_replica_by_snapshot() {
     // Enough further entries that the log the lagging replica needs is purged.
     for i in 0..60 {
         cluster.propose(mark(&format!("after{i}"))).await.unwrap();
+    }
+    // Purging runs after the snapshot is durable: wait until the entries the
+    // lagging replica lacks are gone, so only a snapshot can bring it up to date.
+    let deadline = Instant::now() + PATIENCE;
+    while cluster.replicas[&leader]
+        .metrics()
+        .purged
+        .is_none_or(|purged| purged <= lagging_end)
+    {
+        assert!(Instant::now() < deadline, "the leader never purged its log");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let started = Instant::now();
     cluster.launch(lagging).await;

@@ -292,7 +292,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
     let s_index;
     {
         let db = corral_consensus::open_database(dir.path()).unwrap();
-        let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
+        let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
         let mut sm = StateMachineStore::open(&db, Arc::clone(&flusher)).unwrap();
         // Local state: applied up to 5.
         sm.apply((1..=5).map(|i| entry(1, i, &format!("a{i}"))))
@@ -327,7 +327,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
         );
     }
     let db = corral_consensus::open_database(dir.path()).unwrap();
-    let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
+    let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
     let sm = StateMachineStore::open(&db, flusher).unwrap();
     assert_eq!(
         sm.last_applied().map(|l| l.index),
@@ -374,7 +374,7 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
     replica.shutdown().await;
 
     let db = corral_consensus::open_database(dir.path()).unwrap();
-    let flusher = Arc::new(Flusher::start(db.clone()).unwrap());
+    let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
     let (durable, covered) = tokio::sync::watch::channel(Some(20u64));
     let log = LogStore::open(&db, flusher).unwrap().purging_after(covered);
     let (first, last) = log.verify().unwrap().expect("entries were written");
