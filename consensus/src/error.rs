@@ -38,6 +38,10 @@ pub enum ProposeError {
         /// The limit.
         max: usize,
     },
+    /// A command could not be encoded for the log (a bug, not an operating
+    /// error): nothing was proposed, and proposing it again fails the same way.
+    #[error("the commands cannot be encoded for the log: {0}")]
+    Unencodable(String),
 }
 
 /// A linearizable read that could not be served.

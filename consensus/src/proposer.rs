@@ -1,6 +1,8 @@
 //! Batches proposals into log entries. Concurrent callers' commands share one
 //! entry (one append, one fsync, one replication round), and several entries may
 //! be in flight at once; every caller is answered only when its entry commits.
+//! A caller's commands are encoded once, here, on the caller's task; the entry
+//! is their encodings back to back (see [`crate::types::Proposal`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +13,7 @@ use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::error::ProposeError;
-use crate::types::{Proposal, Raft, ReplicaId};
+use crate::types::{EncodedCommands, Raft, ReplicaId};
 
 /// Most commands in one log entry.
 pub const MAX_COMMANDS_PER_ENTRY: usize = 512;
@@ -33,8 +35,7 @@ const QUEUE_DEPTH: usize = 16 * 1024;
 pub type Results = Result<Vec<Result<Outcome, Rejection>>, ProposeError>;
 
 struct Waiting {
-    commands: Vec<Command>,
-    bytes: usize,
+    commands: EncodedCommands,
     answer: oneshot::Sender<Results>,
 }
 
@@ -56,23 +57,25 @@ impl Proposer {
     /// and waits for their results. The timeout counts from now, queueing included; when it passes the outcome
     /// is unknown (the commands may still commit).
     pub async fn propose(&self, commands: Vec<Command>) -> Results {
-        let bytes: usize = commands
-            .iter()
-            .map(|c| postcard::experimental::serialized_size(c).unwrap_or(usize::MAX))
-            .fold(0, usize::saturating_add);
-        if bytes > MAX_PROPOSAL_BYTES {
-            return Err(ProposeError::TooLarge {
-                bytes,
-                max: MAX_PROPOSAL_BYTES,
-            });
+        let mut encoded = EncodedCommands::default();
+        for command in &commands {
+            encoded
+                .push(command)
+                .map_err(|e| ProposeError::Unencodable(e.to_string()))?;
+            if encoded.bytes() > MAX_PROPOSAL_BYTES {
+                return Err(ProposeError::TooLarge {
+                    bytes: encoded.bytes(),
+                    max: MAX_PROPOSAL_BYTES,
+                });
+            }
         }
+        drop(commands);
         let (answer, wait) = oneshot::channel();
         let queued = async {
             if self
                 .queue
                 .send(Waiting {
-                    commands,
-                    bytes,
+                    commands: encoded,
                     answer,
                 })
                 .await
@@ -107,12 +110,13 @@ struct Gathering {
 
 impl Gathering {
     fn push(&mut self, waiting: Waiting) {
-        if !self.group.is_empty() && self.bytes + waiting.bytes > MAX_ENTRY_BYTES {
+        let bytes = waiting.commands.bytes();
+        if !self.group.is_empty() && self.bytes + bytes > MAX_ENTRY_BYTES {
             self.overflow = Some(waiting);
             return;
         }
         self.commands += waiting.commands.len();
-        self.bytes += waiting.bytes;
+        self.bytes += bytes;
         self.group.push(waiting);
     }
 
@@ -212,16 +216,28 @@ async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: 
 }
 
 async fn commit(raft: &Raft, group: Vec<Waiting>, timeout: Duration) {
-    let sizes: Vec<usize> = group.iter().map(|w| w.commands.len()).collect();
-    let (answers, batches): (Vec<_>, Vec<_>) =
-        group.into_iter().map(|w| (w.answer, w.commands)).unzip();
-    let commands: Vec<Command> = batches.into_iter().flatten().collect();
-    let outcome =
-        match tokio::time::timeout(timeout, raft.client_write(Proposal { commands })).await {
-            Err(_) => Err(ProposeError::Timeout(timeout.as_millis() as u64)),
-            Ok(Ok(response)) => Ok(response.data.results),
-            Ok(Err(error)) => Err(write_error(error)),
-        };
+    let mut sizes = Vec::with_capacity(group.len());
+    let mut answers = Vec::with_capacity(group.len());
+    let mut entry = EncodedCommands::default();
+    let mut joined = Ok(());
+    for waiting in group {
+        sizes.push(waiting.commands.len());
+        answers.push(waiting.answer);
+        if joined.is_ok() {
+            joined = entry.extend(&waiting.commands);
+        }
+    }
+    let outcome = match joined {
+        Err(e) => Err(ProposeError::Unencodable(e.to_string())),
+        Ok(()) => {
+            let write = raft.client_write(entry.into_proposal());
+            match tokio::time::timeout(timeout, write).await {
+                Err(_) => Err(ProposeError::Timeout(timeout.as_millis() as u64)),
+                Ok(Ok(response)) => Ok(response.data.results),
+                Ok(Err(error)) => Err(write_error(error)),
+            }
+        }
+    };
     match outcome {
         Ok(results) => {
             let mut results = results.into_iter();
@@ -252,11 +268,10 @@ fn write_error(
 mod tests {
     use super::*;
 
-    /// A caller with `commands` commands of `bytes` encoded bytes in all.
-    fn caller(commands: usize, bytes: usize) -> Waiting {
-        let command = Command::SetUser {
+    fn set_user(name_len: usize) -> Command {
+        Command::SetUser {
             user: corral_state::account::User {
-                name: "u".into(),
+                name: "u".repeat(name_len),
                 default_account: "root".into(),
                 accounts: Default::default(),
                 role: corral_state::Role::User,
@@ -265,10 +280,31 @@ mod tests {
                 user: "root".into(),
                 role: corral_state::Role::Admin,
             },
-        };
+        }
+    }
+
+    /// A command whose encoding takes `bytes` bytes (or the fewest it can).
+    fn command_of(bytes: usize) -> Command {
+        let size = |c: &Command| postcard::to_stdvec(c).expect("encodes").len();
+        let overhead = size(&set_user(0));
+        let mut name_len = bytes.saturating_sub(overhead);
+        // The name's length prefix grows with it.
+        while name_len > 0 && size(&set_user(name_len)) > bytes {
+            name_len -= 1;
+        }
+        set_user(name_len)
+    }
+
+    /// A caller with `commands` commands of `bytes` encoded bytes in all (each at
+    /// least the smallest command).
+    fn caller(commands: usize, bytes: usize) -> Waiting {
+        let mut encoded = EncodedCommands::default();
+        for i in 0..commands {
+            let share = bytes / commands + usize::from(i < bytes % commands);
+            encoded.push(&command_of(share)).expect("encodes");
+        }
         Waiting {
-            commands: vec![command; commands],
-            bytes,
+            commands: encoded,
             answer: oneshot::channel().0,
         }
     }
@@ -295,20 +331,24 @@ mod tests {
             caller(1, MAX_ENTRY_BYTES / 2),
             caller(1, MAX_ENTRY_BYTES / 2),
         ]);
+        assert_eq!(heavy.bytes, MAX_ENTRY_BYTES);
         assert!(heavy.full());
         assert!(ready(&heavy, 1));
     }
 
     #[test]
     fn a_caller_that_does_not_fit_starts_the_next_entry() {
-        let mut gathering = gathered([caller(2, MAX_ENTRY_BYTES - 10), caller(3, 20)]);
+        let second = caller(3, 60);
+        let second_bytes = second.commands.bytes();
+        assert_eq!(second_bytes, 60);
+        let mut gathering = gathered([caller(2, MAX_ENTRY_BYTES - 10), second]);
         assert!(gathering.full());
         assert_eq!((gathering.group.len(), gathering.commands), (1, 2));
 
         let first = gathering.take();
         assert_eq!(first.len(), 1);
         assert_eq!((gathering.group.len(), gathering.commands), (1, 3));
-        assert_eq!(gathering.bytes, 20);
+        assert_eq!(gathering.bytes, second_bytes);
         assert!(!gathering.full());
 
         // A single caller larger than an entry still gets one of its own.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use corral_state::ClusterState;
 use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
+use openraft::{AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -195,21 +195,34 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut applier = self.applier.write().map_err(|_| poisoned())?;
         let mut results = Vec::new();
         for entry in entries {
-            applier.last_applied = Some(entry.log_id);
             let applied = match entry.payload {
                 EntryPayload::Blank => Applied::default(),
-                EntryPayload::Normal(proposal) => Applied {
-                    results: proposal
-                        .commands
-                        .into_iter()
-                        .map(|command| applier.state.apply(command))
-                        .collect(),
-                },
+                EntryPayload::Normal(proposal) => {
+                    // Every command decodes before any applies: an entry that does
+                    // not decode (a newer build's commands, or corruption) stops
+                    // this replica with the entry named, never half applied.
+                    let commands = proposal
+                        .commands()
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| {
+                            StorageError::from(StorageIOError::apply(
+                                entry.log_id,
+                                AnyError::new(&e),
+                            ))
+                        })?;
+                    Applied {
+                        results: commands
+                            .into_iter()
+                            .map(|command| applier.state.apply(command))
+                            .collect(),
+                    }
+                }
                 EntryPayload::Membership(membership) => {
                     applier.membership = StoredMembership::new(Some(entry.log_id), membership);
                     Applied::default()
                 }
             };
+            applier.last_applied = Some(entry.log_id);
             results.push(applied);
         }
         Ok(results)

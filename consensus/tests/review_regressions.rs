@@ -277,9 +277,7 @@ fn log_id(term: u64, index: u64) -> LogId {
 fn entry(term: u64, index: u64, name: &str) -> Entry {
     Entry {
         log_id: log_id(term, index),
-        payload: EntryPayload::Normal(Proposal {
-            commands: vec![mark(name)],
-        }),
+        payload: EntryPayload::Normal(Proposal::new(&[mark(name)]).unwrap()),
     }
 }
 

@@ -290,7 +290,7 @@ fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMes
             Ok(ControllerMessage::ReportDone { id })
         }
         Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
-        Err(e @ ProposeError::TooLarge { .. }) => {
+        Err(e @ (ProposeError::TooLarge { .. } | ProposeError::Unencodable(_))) => {
             tracing::warn!(%node, "agent report dropped: {e}");
             Ok(ControllerMessage::ReportDone { id })
         }

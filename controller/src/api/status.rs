@@ -46,6 +46,7 @@ pub fn propose(error: ProposeError) -> Status {
              check with `corral queue` before retrying"
         )),
         ProposeError::TooLarge { .. } => Status::invalid_argument(error.to_string()),
+        ProposeError::Unencodable(_) => Status::internal(error.to_string()),
     }
 }
 
