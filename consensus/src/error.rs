@@ -80,6 +80,14 @@ pub enum StartError {
         /// Why.
         source: sled::Error,
     },
+    /// The Raft log's files could not be opened or read back.
+    #[error("cannot open the Raft log in {path}: {reason}")]
+    Log {
+        /// The data directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Raft refused the configuration or failed to start.
     #[error("raft did not start: {0}")]
     Raft(String),

@@ -1,13 +1,15 @@
-//! The one place that makes writes durable: a dedicated thread that calls sled's
-//! blocking `Db::flush` (never `flush_async`, which deadlocks when called
-//! concurrently in sled 0.34.7), then `fdatasync`s sled's data file. Requests that
-//! arrive while a flush runs are answered by the next one, so concurrent appends
-//! share fsyncs (group commit).
+//! The one place that makes writes durable: a dedicated thread that
+//! `fdatasync`s the Raft log's segments ([`Wal::sync`]) for appends and
+//! truncations, and for everything in sled (vote, purge point, snapshot) calls
+//! sled's blocking `Db::flush` (never `flush_async`, which deadlocks when called
+//! concurrently in sled 0.34.7), then `fdatasync`s sled's data file. Requests
+//! that arrive while a sync runs are answered by the next one, so concurrent
+//! appends share fsyncs (group commit).
 //!
-//! The `fdatasync` is ours because sled 0.34 on Linux makes its writes "stable"
-//! with `sync_file_range` only: that survives a killed process but neither
-//! flushes the drive's write cache nor records the file's new length, so a power
-//! cut could lose acknowledged entries written past the old end of the file.
+//! The `fdatasync` of sled's file is ours because sled 0.34 on Linux makes its
+//! writes "stable" with `sync_file_range` only: that survives a killed process
+//! but neither flushes the drive's write cache nor records the file's new
+//! length, so a power cut could lose what it wrote past the old end of the file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,16 +21,25 @@ use openraft::storage::LogFlushed;
 use tokio::sync::oneshot;
 
 use crate::types::TypeConfig;
+use crate::wal::Wal;
 
 /// The file in a sled 0.34 directory that holds its log and pages.
 const SLED_DATA_FILE: &str = "db";
 
 /// Something waiting for durability.
 enum Waiter {
-    /// openraft's append callback.
-    Log(LogFlushed<TypeConfig>),
-    /// A task awaiting a flush (vote, committed index, snapshot).
-    Task(oneshot::Sender<Result<(), String>>),
+    /// openraft's append callback: the log's segments.
+    Append(LogFlushed<TypeConfig>),
+    /// A task awaiting the log's segments (truncation).
+    Log(oneshot::Sender<Result<(), String>>),
+    /// A task awaiting sled (vote, purge point, snapshot).
+    Database(oneshot::Sender<Result<(), String>>),
+}
+
+impl Waiter {
+    fn needs_log(&self) -> bool {
+        matches!(self, Waiter::Append(_) | Waiter::Log(_))
+    }
 }
 
 /// Counters of the flusher, for metrics and benchmarks.
@@ -52,8 +63,8 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the thread for `db`, which was opened in `dir`.
-    pub fn start(db: sled::Db, dir: &Path) -> std::io::Result<Self> {
+    /// Starts the thread for `db`, which was opened in `dir`, and `wal`.
+    pub fn start(db: sled::Db, dir: &Path, wal: Arc<Wal>) -> std::io::Result<Self> {
         let path = dir.join(SLED_DATA_FILE);
         let data_file = std::fs::File::open(&path).map_err(|e| {
             std::io::Error::new(
@@ -69,7 +80,7 @@ impl Flusher {
         let thread_stats = Arc::clone(&stats);
         let thread = std::thread::Builder::new()
             .name("corral-fsync".into())
-            .spawn(move || run(&db, &data_file, &receiver, &thread_stats))?;
+            .spawn(move || run(&db, &data_file, &wal, &receiver, &thread_stats))?;
         let closed = tokio::sync::watch::channel(false).0;
         Ok(Flusher {
             sender: Some(sender),
@@ -85,15 +96,27 @@ impl Flusher {
         self.closed.subscribe()
     }
 
-    /// Queues openraft's callback; it fires after the next fsync.
-    pub fn after_flush(&self, callback: LogFlushed<TypeConfig>) {
-        self.send(Waiter::Log(callback));
+    /// Queues openraft's append callback; it fires once the log's segments
+    /// are synced.
+    pub fn after_log_sync(&self, callback: LogFlushed<TypeConfig>) {
+        self.send(Waiter::Append(callback));
     }
 
-    /// Waits until everything written so far is durable.
+    /// Waits until everything written to the log's segments so far is durable.
+    pub async fn sync_log(&self) -> Result<(), String> {
+        let (done, wait) = oneshot::channel();
+        self.send(Waiter::Log(done));
+        Self::answer_of(wait).await
+    }
+
+    /// Waits until everything written to sled so far is durable.
     pub async fn flush(&self) -> Result<(), String> {
         let (done, wait) = oneshot::channel();
-        self.send(Waiter::Task(done));
+        self.send(Waiter::Database(done));
+        Self::answer_of(wait).await
+    }
+
+    async fn answer_of(wait: oneshot::Receiver<Result<(), String>>) -> Result<(), String> {
         wait.await
             .map_err(|_| "the flusher thread stopped".to_string())?
     }
@@ -127,6 +150,7 @@ impl Drop for Flusher {
 fn run(
     db: &sled::Db,
     data_file: &std::fs::File,
+    wal: &Wal,
     receiver: &mpsc::Receiver<Waiter>,
     stats: &FlushStats,
 ) {
@@ -134,10 +158,21 @@ fn run(
         let mut batch = vec![first];
         batch.extend(receiver.try_iter());
         let started = std::time::Instant::now();
-        let result = db
-            .flush()
-            .map_err(|e| e.to_string())
-            .and_then(|_| data_file.sync_data().map_err(|e| format!("fdatasync: {e}")));
+        let (log, database) = batch
+            .iter()
+            .fold((false, false), |(l, d), w| (l || w.needs_log(), d || !w.needs_log()));
+        let log_result = if log {
+            wal.sync().map_err(|e| e.to_string())
+        } else {
+            Ok(())
+        };
+        let database_result = if database {
+            db.flush()
+                .map_err(|e| e.to_string())
+                .and_then(|_| data_file.sync_data().map_err(|e| format!("fdatasync: {e}")))
+        } else {
+            Ok(())
+        };
         stats
             .micros
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -146,15 +181,22 @@ fn run(
             .requests
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for waiter in batch {
-            answer(waiter, result.clone());
+            let result = if waiter.needs_log() {
+                log_result.clone()
+            } else {
+                database_result.clone()
+            };
+            answer(waiter, result);
         }
     }
 }
 
 fn answer(waiter: Waiter, result: Result<(), String>) {
     match waiter {
-        Waiter::Log(callback) => callback.log_io_completed(result.map_err(std::io::Error::other)),
-        Waiter::Task(done) => {
+        Waiter::Append(callback) => {
+            callback.log_io_completed(result.map_err(std::io::Error::other))
+        }
+        Waiter::Log(done) | Waiter::Database(done) => {
             let _ = done.send(result);
         }
     }
@@ -168,7 +210,8 @@ mod tests {
     async fn a_flush_syncs_sleds_data_file_and_counts_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = crate::open_database(dir.path()).expect("database");
-        let flusher = Flusher::start(db.clone(), dir.path()).expect("flusher");
+        let wal = Arc::new(Wal::open(dir.path(), None).expect("log"));
+        let flusher = Flusher::start(db.clone(), dir.path(), wal).expect("flusher");
         db.insert(b"k", b"v".to_vec()).expect("insert");
         flusher.flush().await.expect("durable");
         assert_eq!(flusher.stats().flushes.load(Ordering::Relaxed), 1);
@@ -181,7 +224,8 @@ mod tests {
             .temporary(true)
             .open()
             .expect("temporary sled");
-        let error = Flusher::start(db, dir.path())
+        let wal = Arc::new(Wal::open(dir.path(), None).expect("log"));
+        let error = Flusher::start(db, dir.path(), wal)
             .err()
             .expect("no data file to fsync");
         assert!(error.to_string().contains("data file"), "{error}");

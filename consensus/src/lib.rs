@@ -1,8 +1,10 @@
 //! corral-consensus: Raft replication of the cluster state.
 //!
-//! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a sled
-//! log ([`log_store`]) and a state machine that applies `corral_state::Command`s
-//! ([`state_machine`]), with peer RPC over tonic and mutual TLS ([`network`],
+//! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a log
+//! of entries in segment files ([`wal`]) with its metadata in sled
+//! ([`log_store`]), and a state machine that applies `corral_state::Command`s
+//! ([`state_machine`]) with its snapshot in sled, opened together by
+//! [`storage`]; peer RPC runs over tonic and mutual TLS ([`network`],
 //! [`peer_service`], [`tls`]), open to controller certificates only. Every fsync
 //! goes through one thread ([`flusher`]), which also gives group commit. The
 //! [`proposer`] batches concurrent proposals into log entries.
@@ -23,8 +25,10 @@ pub mod peer_service;
 pub mod proposer;
 pub mod replica;
 pub mod state_machine;
+pub mod storage;
 pub mod tls;
 pub mod types;
+pub mod wal;
 
 /// Generated peer protocol.
 #[allow(missing_docs, clippy::all)]

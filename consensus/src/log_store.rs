@@ -1,5 +1,5 @@
-//! The Raft log in sled: entries keyed by big-endian index in tree `log`, and the
-//! vote, committed index and last purged id in tree `raft-meta`.
+//! openraft's log storage: the entries in the write-ahead log ([`Wal`]), and
+//! the vote, committed index and last purged id in sled tree `raft-meta`.
 //!
 //! Appends write the entries, then hand openraft's callback to the [`Flusher`],
 //! which fires it after the fsync that makes them durable. The log stays
@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::flusher::Flusher;
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::wal::{Wal, WalError};
 
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
@@ -27,7 +28,7 @@ const LAST_PURGED: &[u8] = b"last-purged";
 /// The sled-backed log. Cheap to clone; clones share the trees and the flusher.
 #[derive(Clone)]
 pub struct LogStore {
-    log: sled::Tree,
+    wal: Arc<Wal>,
     meta: sled::Tree,
     flusher: Arc<Flusher>,
     /// The log index the durable snapshot covers; purges wait for it.
@@ -50,28 +51,34 @@ fn decode<T: DeserializeOwned>(
         .map_err(|e| StorageIOError::new(subject, ErrorVerb::Read, &e).into())
 }
 
-fn key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-fn index_of(key: &[u8]) -> Result<u64, StorageError> {
-    let bytes: [u8; 8] = key.try_into().map_err(|_| {
-        let e = std::io::Error::other(format!("log key of {} bytes, expected 8", key.len()));
-        StorageError::from(StorageIOError::read_logs(&e))
-    })?;
-    Ok(u64::from_be_bytes(bytes))
+fn wal_error(error: WalError) -> StorageError {
+    StorageIOError::write_logs(&error).into()
 }
 
 fn defensive(message: String) -> StorageError {
     StorageIOError::write_logs(&std::io::Error::other(message)).into()
 }
 
+/// The purge point recorded in `db` (the write-ahead log opens from it).
+pub fn last_purged(db: &sled::Db) -> Result<Option<LogId>, String> {
+    let meta = db.open_tree(META_TREE).map_err(|e| e.to_string())?;
+    match meta.get(LAST_PURGED).map_err(|e| e.to_string())? {
+        Some(bytes) => postcard::from_bytes(&bytes)
+            .map(Some)
+            .map_err(|e| format!("the recorded purge point does not decode: {e}")),
+        None => Ok(None),
+    }
+}
+
+/// The sled tree of the vote, committed index and purge point.
+const META_TREE: &str = "raft-meta";
+
 impl LogStore {
-    /// Opens the log trees of `db`.
-    pub fn open(db: &sled::Db, flusher: Arc<Flusher>) -> Result<Self, sled::Error> {
+    /// The log of `db`'s metadata and `wal`'s entries.
+    pub fn open(db: &sled::Db, wal: Arc<Wal>, flusher: Arc<Flusher>) -> Result<Self, sled::Error> {
         Ok(LogStore {
-            log: db.open_tree("log")?,
-            meta: db.open_tree("raft-meta")?,
+            wal,
+            meta: db.open_tree(META_TREE)?,
             flusher,
             durable_snapshot: None,
         })
@@ -124,64 +131,62 @@ impl LogStore {
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId>, StorageError> {
-        match self.log.last() {
-            Ok(Some((_, bytes))) => Ok(Some(decode::<Entry>(&bytes, ErrorSubject::Logs)?.log_id)),
-            Ok(None) => Ok(None),
-            Err(e) => Err(StorageIOError::read_logs(&e).into()),
-        }
+        Ok(self.wal.span().map_err(wal_error)?.map(|(_, last)| last))
     }
 
     fn last_purged(&self) -> Result<Option<LogId>, StorageError> {
         self.read_meta(LAST_PURGED, ErrorSubject::Logs)
     }
 
-    /// Checks the log on disk: every entry decodes, sits under its own index, and
-    /// the indices run without a hole from the purge point to the last entry.
-    /// Returns the first and last index held.
+    /// Checks the log: every entry reads back and decodes under its own index,
+    /// and the indices run without a hole from the purge point to the last
+    /// entry. Returns the first and last index held.
     pub fn verify(&self) -> Result<Option<(u64, u64)>, String> {
         let purged = self
             .last_purged()
             .map_err(|e| e.to_string())?
             .map(|id| id.index);
-        let mut span: Option<(u64, u64)> = None;
-        for item in self.log.iter() {
-            let (k, bytes) = item.map_err(|e| format!("unreadable log entry: {e}"))?;
-            let index = index_of(&k).map_err(|e| e.to_string())?;
-            let entry: Entry =
-                decode(&bytes, ErrorSubject::Logs).map_err(|e| format!("entry {index}: {e}"))?;
-            if entry.log_id.index != index {
+        let Some((first, last)) = self.wal.span().map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        if purged.is_some_and(|p| first.index != p + 1) {
+            return Err(format!(
+                "hole after the purge point {}: the log starts at {}",
+                purged.unwrap_or(0),
+                first.index
+            ));
+        }
+        let entries = self
+            .wal
+            .read(first.index, last.index + 1)
+            .map_err(|e| format!("unreadable log entry: {e}"))?;
+        for (expected, entry) in (first.index..).zip(&entries) {
+            if entry.log_id.index != expected {
                 return Err(format!(
-                    "entry stored at {index} says it is {}",
+                    "hole in the log: entry {} where {expected} belongs",
                     entry.log_id.index
                 ));
             }
-            span = match span {
-                None => {
-                    if purged.is_some_and(|p| index > p + 1) {
-                        return Err(format!(
-                            "hole after the purge point {}: the log starts at {index}",
-                            purged.unwrap_or(0)
-                        ));
-                    }
-                    Some((index, index))
-                }
-                Some((first, last)) if index == last + 1 => Some((first, index)),
-                Some((_, last)) => {
-                    return Err(format!("hole in the log between {last} and {index}"));
-                }
-            };
         }
-        Ok(span)
+        if entries.len() as u64 != last.index - first.index + 1 {
+            return Err(format!(
+                "{} entries read back from {} to {}",
+                entries.len(),
+                first.index,
+                last.index
+            ));
+        }
+        Ok(Some((first.index, last.index)))
     }
 
     /// Number of entries held (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.log.len()
+        self.wal.len().unwrap_or(0)
     }
 
     /// True when no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.log.is_empty()
+        self.len() == 0
     }
 }
 
@@ -191,29 +196,16 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
         let start = match range.start_bound() {
-            Bound::Included(i) => Bound::Included(key(*i)),
-            Bound::Excluded(i) => Bound::Excluded(key(*i)),
-            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
         };
         let end = match range.end_bound() {
-            Bound::Included(i) => Bound::Included(key(*i)),
-            Bound::Excluded(i) => Bound::Excluded(key(*i)),
-            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(i) => i.saturating_add(1),
+            Bound::Excluded(i) => *i,
+            Bound::Unbounded => u64::MAX,
         };
-        let mut entries = Vec::new();
-        for item in self.log.range::<[u8; 8], _>((start, end)) {
-            let (k, bytes) = item.map_err(|e| StorageIOError::read_logs(&e))?;
-            let entry: Entry = decode(&bytes, ErrorSubject::Logs)?;
-            let index = index_of(&k)?;
-            if entry.log_id.index != index {
-                return Err(defensive(format!(
-                    "entry stored at {index} says it is {}",
-                    entry.log_id.index
-                )));
-            }
-            entries.push(entry);
-        }
-        Ok(entries)
+        self.wal.read(start, end).map_err(|e| StorageIOError::read_logs(&e).into())
     }
 }
 
@@ -263,43 +255,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let last = self.last_log_id()?;
-        // The log must stay contiguous: each entry continues it exactly. (An empty,
-        // never-purged log starts wherever openraft says.)
-        let mut expected = last.map(|id| id.index + 1);
-        let mut batch = sled::Batch::default();
-        for entry in entries {
-            if let Some(next) = expected
-                && entry.log_id.index != next
-            {
-                return Err(defensive(format!(
-                    "append of index {} would leave a hole: the next index is {next}",
-                    entry.log_id.index
-                )));
-            }
-            expected = Some(entry.log_id.index + 1);
-            batch.insert(
-                &key(entry.log_id.index),
-                encode(&entry, ErrorSubject::Logs)?,
-            );
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.flusher.after_flush(callback);
+        self.wal.append(entries).map_err(wal_error)?;
+        self.flusher.after_log_sync(callback);
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(key(log_id.index)..) {
-            let (k, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(k);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.flush().await
+        self.wal.truncate(log_id.index).map_err(wal_error)?;
+        self.flusher
+            .sync_log()
+            .await
+            .map_err(|e| defensive(format!("fsync failed: {e}")))
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -319,14 +285,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // leaves extra entries (ignored), never a hole.
         self.write_meta(LAST_PURGED, &log_id, ErrorSubject::Logs)?;
         self.flush().await?;
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(..=key(log_id.index)) {
-            let (k, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(k);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
-        Ok(())
+        self.wal.purge(log_id.index).map_err(wal_error)
     }
 }

@@ -22,12 +22,12 @@ use tonic::transport::server::TcpIncoming;
 use crate::codec::MAX_MESSAGE_BYTES;
 use crate::error::{MembershipError, ProposeError, ReadError, StartError};
 use crate::flusher::Flusher;
-use crate::log_store::LogStore;
 use crate::network::PeerNetwork;
 use crate::pb::peer_server::PeerServer;
 use crate::peer_service::PeerService;
 use crate::proposer::{Proposer, Results};
 use crate::state_machine::StateMachineStore;
+use crate::storage::Storage;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
 
 /// sled's segment size (fixed when a database is created: sled refuses to open
@@ -191,20 +191,12 @@ impl Replica {
     /// Opens storage, starts Raft and serves peers.
     pub async fn start(config: ReplicaConfig) -> Result<Self, StartError> {
         corral_pki::install_crypto_provider();
-        let storage = |source| StartError::Storage {
-            path: config.data_dir.display().to_string(),
-            source,
-        };
-        let db = open_database(&config.data_dir).map_err(storage)?;
-        let flusher = Arc::new(
-            Flusher::start(db.clone(), &config.data_dir)
-                .map_err(|e| storage(sled::Error::Io(e)))?,
-        );
-        let state = StateMachineStore::open(&db, Arc::clone(&flusher))
-            .map_err(|e| StartError::Raft(e.to_string()))?;
-        let log = LogStore::open(&db, Arc::clone(&flusher))
-            .map_err(storage)?
-            .purging_after(state.durable_snapshot());
+        let Storage {
+            db,
+            flusher,
+            log,
+            state,
+        } = Storage::open(&config.data_dir)?;
         let network = PeerNetwork::new(config.tls.client_config());
         let timing = &config.timing;
         let raft_config = Config {

@@ -11,8 +11,7 @@ use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_consensus::flusher::Flusher;
-use corral_consensus::log_store::LogStore;
+use corral_consensus::storage::Storage;
 use corral_consensus::{Replica, ReplicaAddr, ReplicaConfig};
 use corral_pki::ClusterCa;
 use support::*;
@@ -117,12 +116,7 @@ fn acknowledged_writes_survive_sigkill() {
         }
 
         {
-            let db = corral_consensus::open_database(dir.path()).unwrap();
-            let store = LogStore::open(
-                &db,
-                Arc::new(Flusher::start(db.clone(), dir.path()).unwrap()),
-            )
-            .unwrap();
+            let store = Storage::open(dir.path()).unwrap().log;
             let span = store
                 .verify()
                 .unwrap_or_else(|e| panic!("after a kill at {kill_after}: {e}"));

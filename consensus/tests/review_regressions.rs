@@ -11,8 +11,7 @@ use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_consensus::flusher::Flusher;
-use corral_consensus::log_store::LogStore;
+use corral_consensus::storage::Storage;
 use corral_consensus::state_machine::StateMachineStore;
 use corral_consensus::types::{Entry, LogId, Proposal, StoredMembership};
 use corral_consensus::{ProposeError, RaftTiming, ReplicaAddr};
@@ -289,9 +288,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let s_index;
     {
-        let db = corral_consensus::open_database(dir.path()).unwrap();
-        let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
-        let mut sm = StateMachineStore::open(&db, Arc::clone(&flusher)).unwrap();
+        let mut sm = Storage::open(dir.path()).unwrap().state;
         // Local state: applied up to 5.
         sm.apply((1..=5).map(|i| entry(1, i, &format!("a{i}"))))
             .await
@@ -324,9 +321,7 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
             current.meta.last_log_id
         );
     }
-    let db = corral_consensus::open_database(dir.path()).unwrap();
-    let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
-    let sm = StateMachineStore::open(&db, flusher).unwrap();
+    let sm = Storage::open(dir.path()).unwrap().state;
     assert_eq!(
         sm.last_applied().map(|l| l.index),
         Some(s_index),
@@ -371,10 +366,8 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
     }
     replica.shutdown().await;
 
-    let db = corral_consensus::open_database(dir.path()).unwrap();
-    let flusher = Arc::new(Flusher::start(db.clone(), dir.path()).unwrap());
     let (durable, covered) = tokio::sync::watch::channel(Some(20u64));
-    let log = LogStore::open(&db, flusher).unwrap().purging_after(covered);
+    let log = Storage::open(dir.path()).unwrap().log.purging_after(covered);
     let (first, last) = log.verify().unwrap().expect("entries were written");
     let target = log.clone().try_get_log_entries(35..36).await.unwrap()[0].log_id;
     // The durable snapshot covers 20: a purge to 35 must wait for it.

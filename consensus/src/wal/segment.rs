@@ -1,0 +1,261 @@
+//! The on-disk format of one log segment, and nothing else: a 16-byte header
+//! (magic, format version), then records. A record is its payload's length
+//! (u32, little-endian), a CRC-32 of that length and the payload, and the
+//! payload: the postcard encoding of one Raft entry, whose first field is the
+//! entry's log id.
+//!
+//! A segment is named after the index of its first entry (`{index:020}.wal`),
+//! so segments sort by name in log order.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use crate::types::LogId;
+
+/// The first bytes of every segment.
+pub const MAGIC: &[u8; 8] = b"CRLRAFT\n";
+/// The format version after the magic; a segment of another version is refused.
+pub const VERSION: u32 = 1;
+/// Bytes before the first record.
+pub const HEADER_BYTES: u64 = 16;
+/// Bytes before a record's payload: its length and CRC.
+pub const RECORD_HEADER_BYTES: usize = 8;
+/// The largest payload a record may have. Entries are far smaller (a proposal is
+/// at most a few MiB); a larger length read back is corruption.
+pub const MAX_PAYLOAD_BYTES: u32 = 64 << 20;
+/// The file name suffix of segments.
+pub const SUFFIX: &str = ".wal";
+
+/// The header of a new segment.
+pub fn header() -> [u8; HEADER_BYTES as usize] {
+    let mut header = [0u8; HEADER_BYTES as usize];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header
+}
+
+/// The file name of the segment whose first entry is `first_index`.
+pub fn file_name(first_index: u64) -> String {
+    format!("{first_index:020}{SUFFIX}")
+}
+
+/// The first index a segment file name stands for, or `None` for other files.
+pub fn first_index_of(file_name: &str) -> Option<u64> {
+    let digits = file_name.strip_suffix(SUFFIX)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+fn checksum(length: [u8; 4], payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&length);
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// Appends the record of `payload` to `out`.
+pub fn encode_record(payload: &[u8], out: &mut Vec<u8>) {
+    // Callers encode entries far below MAX_PAYLOAD_BYTES; saturating keeps an
+    // impossible one from wrapping into a short length (it then fails its CRC).
+    let length = u32::try_from(payload.len())
+        .unwrap_or(u32::MAX)
+        .to_le_bytes();
+    out.extend_from_slice(&length);
+    out.extend_from_slice(&checksum(length, payload).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Why a record could not be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The bytes end inside the record.
+    #[error("the record is cut short: {available} of {needed} bytes")]
+    Short {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes there.
+        available: usize,
+    },
+    /// Its length is impossible.
+    #[error("the record claims {0} bytes")]
+    Length(u32),
+    /// Its bytes are not what was written.
+    #[error("the record's checksum does not match")]
+    Checksum,
+}
+
+/// Reads the record at the start of `bytes`: its payload and the bytes the
+/// whole record takes.
+pub fn decode_record(bytes: &[u8]) -> Result<(&[u8], usize), RecordError> {
+    let short = |needed| RecordError::Short {
+        needed,
+        available: bytes.len(),
+    };
+    let header = bytes
+        .get(..RECORD_HEADER_BYTES)
+        .ok_or(short(RECORD_HEADER_BYTES))?;
+    let length = [header[0], header[1], header[2], header[3]];
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    let payload_len = u32::from_le_bytes(length);
+    if payload_len > MAX_PAYLOAD_BYTES {
+        return Err(RecordError::Length(payload_len));
+    }
+    let total = RECORD_HEADER_BYTES + payload_len as usize;
+    let payload = bytes.get(RECORD_HEADER_BYTES..total).ok_or(short(total))?;
+    if checksum(length, payload) != crc {
+        return Err(RecordError::Checksum);
+    }
+    Ok((payload, total))
+}
+
+/// The log id at the start of an entry's payload.
+pub fn log_id_of(payload: &[u8]) -> Result<LogId, postcard::Error> {
+    postcard::take_from_bytes::<LogId>(payload).map(|(id, _)| id)
+}
+
+/// Where a record lies in its segment and which entry it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// The entry's log id.
+    pub log_id: LogId,
+    /// Offset of the record (its header) in the file.
+    pub offset: u64,
+    /// Bytes of the whole record.
+    pub len: u32,
+}
+
+/// What a segment holds, read from the start.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Its intact records, in order.
+    pub records: Vec<Record>,
+    /// Where the intact records end.
+    pub end: u64,
+    /// Why reading stopped before the end of the file, if it did.
+    pub damage: Option<String>,
+}
+
+/// Why a segment cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// It is not a segment of this format.
+    #[error("{0}")]
+    Header(String),
+}
+
+/// Reads every record of a segment, stopping at the first damaged or incomplete
+/// one (what follows it is reported, never trusted).
+pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
+    let file_len = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut head = [0u8; HEADER_BYTES as usize];
+    reader.read_exact(&mut head).map_err(|e| {
+        ScanError::Header(format!(
+            "{} has no complete segment header ({e})",
+            path.display()
+        ))
+    })?;
+    if &head[..8] != MAGIC {
+        return Err(ScanError::Header(format!(
+            "{} is not a corral log segment",
+            path.display()
+        )));
+    }
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if version != VERSION {
+        return Err(ScanError::Header(format!(
+            "{} is a log segment of format {version}; this build reads format {VERSION}: \
+             start the build that wrote it",
+            path.display()
+        )));
+    }
+    let mut scan = Scan {
+        end: HEADER_BYTES,
+        ..Scan::default()
+    };
+    let mut buffer = Vec::new();
+    while scan.end < file_len {
+        let remaining = file_len - scan.end;
+        let mut record_header = [0u8; RECORD_HEADER_BYTES];
+        if remaining < RECORD_HEADER_BYTES as u64 {
+            scan.damage = Some(format!("{remaining} bytes of an unfinished record header"));
+            break;
+        }
+        reader.read_exact(&mut record_header)?;
+        let payload_len = u32::from_le_bytes([
+            record_header[0],
+            record_header[1],
+            record_header[2],
+            record_header[3],
+        ]);
+        let total = RECORD_HEADER_BYTES as u64 + u64::from(payload_len);
+        if payload_len > MAX_PAYLOAD_BYTES || total > remaining {
+            scan.damage = Some(format!(
+                "a record of {total} bytes where {remaining} remain"
+            ));
+            break;
+        }
+        buffer.clear();
+        buffer.extend_from_slice(&record_header);
+        buffer.resize(total as usize, 0);
+        reader.read_exact(&mut buffer[RECORD_HEADER_BYTES..])?;
+        let payload = match decode_record(&buffer) {
+            Ok((payload, _)) => payload,
+            Err(e) => {
+                scan.damage = Some(e.to_string());
+                break;
+            }
+        };
+        let log_id = match log_id_of(payload) {
+            Ok(id) => id,
+            Err(e) => {
+                scan.damage = Some(format!("a record that is not an entry: {e}"));
+                break;
+            }
+        };
+        scan.records.push(Record {
+            log_id,
+            offset: scan.end,
+            len: total as u32,
+        });
+        scan.end += total;
+    }
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_in_log_order_and_other_files_are_not_segments() {
+        assert_eq!(file_name(42), "00000000000000000042.wal");
+        assert_eq!(first_index_of(&file_name(42)), Some(42));
+        assert_eq!(first_index_of(&file_name(u64::MAX)), Some(u64::MAX));
+        assert!(file_name(9) < file_name(10));
+        for other in ["42.wal", "00000000000000000042.tmp", "x0000000000000000042.wal"] {
+            assert_eq!(first_index_of(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_and_any_flipped_byte_is_caught() {
+        let mut bytes = Vec::new();
+        encode_record(b"payload", &mut bytes);
+        assert_eq!(decode_record(&bytes), Ok((&b"payload"[..], bytes.len())));
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            assert!(decode_record(&damaged).is_err(), "flip at {at} went unseen");
+        }
+        assert!(matches!(
+            decode_record(&bytes[..bytes.len() - 1]),
+            Err(RecordError::Short { .. })
+        ));
+    }
+}
