@@ -37,6 +37,11 @@ pub struct RaftArgs {
     /// Approximate bytes per submission (the batch script is padded to it).
     #[arg(long, default_value_t = 1024)]
     payload_bytes: usize,
+    /// Send each proposal as a unary gRPC call of its own, as a client making
+    /// one call per submission would, instead of a frame of the leader's call
+    /// stream (how a follower controller forwards its clients' submissions).
+    #[arg(long)]
+    unary_calls: bool,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     json: bool,
@@ -159,7 +164,12 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
     let cluster = ProcessCluster::start(args.replicas, Vec::new())?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let client = Arc::new(cluster.client(Duration::from_secs(30)));
+        let client = cluster.client(Duration::from_secs(30));
+        let client = Arc::new(if args.unary_calls {
+            client.with_unary_calls()
+        } else {
+            client
+        });
         for command in setup_commands() {
             client
                 .propose(vec![command])
@@ -197,6 +207,10 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
         report.put("replicas", args.replicas);
         report.put("clients", args.clients as u64);
         report.put("payload_bytes", args.payload_bytes as u64);
+        report.put(
+            "client_calls",
+            if args.unary_calls { "unary" } else { "stream" },
+        );
         report.put("seconds", elapsed);
         report.put("commits", commits as u64);
         report.put("errors", errors);

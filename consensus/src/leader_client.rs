@@ -28,6 +28,7 @@ pub struct LeaderClient {
     replicas: Vec<(ReplicaId, String)>,
     leader: Mutex<Option<(ReplicaId, String)>>,
     patience: Duration,
+    unary: bool,
 }
 
 impl LeaderClient {
@@ -41,7 +42,16 @@ impl LeaderClient {
             replicas,
             leader: Mutex::new(None),
             patience,
+            unary: false,
         }
+    }
+
+    /// Sends every proposal as a unary gRPC call of its own instead of a frame
+    /// of the leader's call stream (what a client making one call per
+    /// submission costs the leader).
+    pub fn with_unary_calls(mut self) -> Self {
+        self.unary = true;
+        self
     }
 
     fn guess(&self, attempt: usize) -> (ReplicaId, String) {
@@ -64,10 +74,15 @@ impl LeaderClient {
         loop {
             let (id, addr) = self.guess(attempt);
             attempt += 1;
-            let reply = self
-                .network
-                .call(id, &addr, Method::Propose, payload.clone(), ATTEMPT_TIMEOUT)
-                .await;
+            let reply = if self.unary {
+                self.network
+                    .call_unary(id, &addr, Method::Propose, payload.clone(), ATTEMPT_TIMEOUT)
+                    .await
+            } else {
+                self.network
+                    .call(id, &addr, Method::Propose, payload.clone(), ATTEMPT_TIMEOUT)
+                    .await
+            };
             let retry = match reply.map(|bytes| codec::decode::<Results>(&bytes)) {
                 Ok(Ok(Err(ProposeError::NotLeader { leader }))) => {
                     let hint = leader.map(|(id, addr)| (id, addr.peer));

@@ -15,6 +15,7 @@
 // helpers that build it must return it as is.
 #![allow(clippy::result_large_err)]
 
+pub mod call_stream;
 pub mod codec;
 pub mod error;
 pub mod flusher;

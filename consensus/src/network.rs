@@ -1,6 +1,7 @@
 //! The client side of peer RPC: openraft's network traits over tonic with mutual
 //! TLS. One lazily connected channel per peer is kept and shared by every
-//! replication stream and election round.
+//! replication stream and election round; the frequent calls (AppendEntries,
+//! Vote, Propose) travel over one long-lived [`CallStream`] per peer on it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,9 +20,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
+use crate::call_stream::CallStream;
 use crate::codec::{self, MAX_MESSAGE_BYTES};
-use crate::pb::Payload;
 use crate::pb::peer_client::PeerClient;
+use crate::pb::{CallMethod, Payload};
 use crate::types::{ReplicaAddr, ReplicaId, TypeConfig};
 
 /// Most bytes one AppendEntries may carry. openraft bounds each AppendEntries by
@@ -40,7 +42,11 @@ pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
 pub struct PeerNetwork {
     tls: ClientTlsConfig,
     channels: Arc<Mutex<BTreeMap<ReplicaId, (String, Channel)>>>,
+    streams: Arc<Mutex<BTreeMap<ReplicaId, StreamSlot>>>,
 }
+
+/// The call stream to one replica, opened by the first call that needs it.
+type StreamSlot = Arc<tokio::sync::Mutex<Option<(String, Arc<CallStream>)>>>;
 
 /// Which peer RPC to call.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +69,7 @@ impl PeerNetwork {
         PeerNetwork {
             tls,
             channels: Arc::new(Mutex::new(BTreeMap::new())),
+            streams: Arc::new(Mutex::new(BTreeMap::new())),
         }
     }
 
@@ -88,8 +95,55 @@ impl PeerNetwork {
         Ok(channel)
     }
 
-    /// Calls `method` on the peer with an encoded payload and a deadline.
+    /// The open call stream to `target` at `addr`, opened (again) when there is
+    /// none, it broke, or `target`'s address changed.
+    async fn stream(&self, target: ReplicaId, addr: &str) -> Result<Arc<CallStream>, tonic::Status> {
+        let slot = {
+            let mut streams = self
+                .streams
+                .lock()
+                .map_err(|_| tonic::Status::internal("peer stream cache poisoned"))?;
+            Arc::clone(streams.entry(target).or_default())
+        };
+        let mut slot = slot.lock().await;
+        if let Some((cached, stream)) = slot.as_ref()
+            && cached == addr
+            && !stream.is_broken()
+        {
+            return Ok(Arc::clone(stream));
+        }
+        let stream = Arc::new(CallStream::open(self.channel(target, addr)?).await?);
+        *slot = Some((addr.to_string(), Arc::clone(&stream)));
+        Ok(stream)
+    }
+
+    /// Calls `method` on the peer with an encoded payload and a deadline: over
+    /// the call stream for the frequent methods, as a unary call otherwise.
     pub async fn call(
+        &self,
+        target: ReplicaId,
+        addr: &str,
+        method: Method,
+        payload: Vec<u8>,
+        ttl: Duration,
+    ) -> Result<Vec<u8>, tonic::Status> {
+        let streamed = match method {
+            Method::AppendEntries => CallMethod::AppendEntries,
+            Method::Vote => CallMethod::Vote,
+            Method::Propose => CallMethod::Propose,
+            Method::InstallSnapshot | Method::Metrics => {
+                return self.call_unary(target, addr, method, payload, ttl).await;
+            }
+        };
+        let stream = tokio::time::timeout(ttl, self.stream(target, addr))
+            .await
+            .map_err(|_| tonic::Status::unavailable("no call stream to the peer in time"))??;
+        stream.call(streamed, payload, ttl).await
+    }
+
+    /// Calls `method` as a unary gRPC call of its own. AppendEntries and Vote
+    /// have no unary form: they go over the call stream.
+    pub async fn call_unary(
         &self,
         target: ReplicaId,
         addr: &str,
@@ -104,11 +158,14 @@ impl PeerNetwork {
         let mut request = tonic::Request::new(Payload { data: payload });
         request.set_timeout(ttl);
         let reply = match method {
-            Method::AppendEntries => client.append_entries(request).await,
-            Method::Vote => client.vote(request).await,
             Method::InstallSnapshot => client.install_snapshot(request).await,
             Method::Propose => client.propose(request).await,
             Method::Metrics => client.metrics(request).await,
+            Method::AppendEntries | Method::Vote => {
+                return Err(tonic::Status::unimplemented(format!(
+                    "{method:?} travels over the call stream only"
+                )));
+            }
         }?;
         Ok(reply.into_inner().data)
     }

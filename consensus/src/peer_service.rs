@@ -1,71 +1,136 @@
 //! The server side of peer RPC: decodes each request, hands it to the local Raft
 //! (or, for `Propose`, to the local proposer) and encodes the whole result back.
-//! Callers are checked before any of this, by the interceptor in [`crate::tls`]:
-//! only controllers reach these handlers.
+//! The frequent calls arrive as frames of a `Calls` stream (see
+//! [`crate::call_stream`]), each answered on the stream's way back as soon as it
+//! is done; snapshot chunks and metrics are unary calls. Callers are checked
+//! before any of this, by the interceptor in [`crate::tls`]: only controllers
+//! reach these handlers.
 
 use std::sync::Arc;
 
 use corral_state::Command;
 use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codec::Streaming;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
-use crate::pb::Payload;
 use crate::pb::peer_server::Peer;
+use crate::pb::{CallMethod, Frame, Payload};
 use crate::proposer::Proposer;
 use crate::replica::ReplicaMetrics;
 use crate::types::Raft;
 
+/// Answers queued on one call stream before the handlers wait.
+const ANSWERS_QUEUED: usize = 1024;
+
 /// Serves peer RPCs for one replica.
+#[derive(Clone)]
 pub struct PeerService {
     raft: Raft,
     proposer: Arc<Proposer>,
     metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
+    /// Becomes true when the replica stops: open call streams then end, so the
+    /// server's graceful shutdown does not wait for them forever.
+    closing: watch::Receiver<bool>,
 }
 
 impl PeerService {
-    /// A service for `raft`, forwarding proposals to `proposer` and reporting
-    /// `metrics`.
+    /// A service for `raft`, forwarding proposals to `proposer`, reporting
+    /// `metrics`, and ending its call streams once `closing` becomes true.
     pub fn new(
         raft: Raft,
         proposer: Arc<Proposer>,
         metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
+        closing: watch::Receiver<bool>,
     ) -> Self {
         PeerService {
             raft,
             proposer,
             metrics,
+            closing,
+        }
+    }
+
+    /// Runs one streamed call: the encoded answer, or why the request was refused.
+    async fn answer(&self, method: Option<CallMethod>, data: &[u8]) -> Result<Vec<u8>, Status> {
+        match method {
+            Some(CallMethod::AppendEntries) => {
+                encode(&self.raft.append_entries(decode(data)?).await)
+            }
+            Some(CallMethod::Vote) => encode(&self.raft.vote(decode(data)?).await),
+            Some(CallMethod::Propose) => {
+                let commands: Vec<Command> = decode(data)?;
+                encode(&self.proposer.propose(commands).await)
+            }
+            Some(CallMethod::Unspecified) | None => Err(Status::invalid_argument(
+                "unknown call method: is the peer a newer corral build?",
+            )),
         }
     }
 }
 
-fn request<T: serde::de::DeserializeOwned>(request: &Request<Payload>) -> Result<T, Status> {
-    codec::decode(&request.get_ref().data)
+fn decode<T: serde::de::DeserializeOwned>(data: &[u8]) -> Result<T, Status> {
+    codec::decode(data)
         .map_err(|e| Status::invalid_argument(format!("undecodable peer request: {e}")))
 }
 
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, Status> {
+    codec::encode(value).map_err(|e| Status::internal(format!("unencodable peer reply: {e}")))
+}
+
 fn reply<T: Serialize>(value: &T) -> Result<Response<Payload>, Status> {
-    codec::encode(value)
-        .map(|data| Response::new(Payload { data }))
-        .map_err(|e| Status::internal(format!("unencodable peer reply: {e}")))
+    encode(value).map(|data| Response::new(Payload { data }))
 }
 
 #[tonic::async_trait]
 impl Peer for PeerService {
-    async fn append_entries(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        reply(&self.raft.append_entries(request(&req)?).await)
-    }
+    type CallsStream = ReceiverStream<Result<Frame, Status>>;
 
-    async fn vote(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        reply(&self.raft.vote(request(&req)?).await)
+    async fn calls(
+        &self,
+        req: Request<Streaming<Frame>>,
+    ) -> Result<Response<Self::CallsStream>, Status> {
+        let mut incoming = req.into_inner();
+        let (answers, outgoing) = mpsc::channel(ANSWERS_QUEUED);
+        let service = self.clone();
+        tokio::spawn(async move {
+            let mut closing = service.closing.clone();
+            loop {
+                let frame = tokio::select! {
+                    frame = incoming.message() => frame,
+                    _ = closing.wait_for(|closing| *closing) => break,
+                };
+                // The stream ended, or broke (the caller sees that on its side).
+                let Ok(Some(frame)) = frame else { break };
+                let (service, answers) = (service.clone(), answers.clone());
+                tokio::spawn(async move {
+                    let method = CallMethod::try_from(frame.method).ok();
+                    let (data, error) = match service.answer(method, &frame.data).await {
+                        Ok(data) => (data, String::new()),
+                        Err(status) => (Vec::new(), status.message().to_string()),
+                    };
+                    let answer = Frame {
+                        id: frame.id,
+                        method: frame.method,
+                        data,
+                        error,
+                    };
+                    // A caller that went away no longer wants the answer.
+                    let _ = answers.send(Ok(answer)).await;
+                });
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(outgoing)))
     }
 
     async fn install_snapshot(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        reply(&self.raft.install_snapshot(request(&req)?).await)
+        reply(&self.raft.install_snapshot(decode(&req.get_ref().data)?).await)
     }
 
     async fn propose(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        let commands: Vec<Command> = request(&req)?;
+        let commands: Vec<Command> = decode(&req.get_ref().data)?;
         reply(&self.proposer.propose(commands).await)
     }
 

@@ -240,10 +240,12 @@ impl Replica {
                 (raft.clone(), Arc::clone(&flusher), db.clone(), config.id);
             Arc::new(move || collect_metrics(id, &raft, &flusher, &db))
         };
+        let (closing, closing_watch) = watch::channel(false);
         let service = PeerServer::new(PeerService::new(
             raft.clone(),
             Arc::clone(&proposer),
             metrics,
+            closing_watch,
         ))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -255,6 +257,8 @@ impl Replica {
         let server = tokio::spawn(async move {
             let shutdown = async {
                 let _ = stopped.await;
+                // End the open call streams, or graceful shutdown waits for them.
+                closing.send_replace(true);
             };
             if let Err(e) = builder
                 .tcp_nodelay(true)
