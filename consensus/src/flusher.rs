@@ -1,10 +1,11 @@
-//! The one place that makes writes durable: a dedicated thread that
-//! `fdatasync`s the Raft log's segments ([`Wal::sync`]) for appends and
-//! truncations, and for everything in sled (vote, purge point, snapshot) calls
-//! sled's blocking `Db::flush` (never `flush_async`, which deadlocks when called
-//! concurrently in sled 0.34.7), then `fdatasync`s sled's data file. Requests
-//! that arrive while a sync runs are answered by the next one, so concurrent
-//! appends share fsyncs (group commit).
+//! The one place that makes writes durable: two threads, each answering
+//! everyone who waited while its previous sync ran with one sync (group
+//! commit). One `fdatasync`s the Raft log's segments ([`Wal::sync`]) for
+//! appends and truncations; the other makes sled durable (vote, purge point,
+//! snapshot) with sled's blocking `Db::flush` (never `flush_async`, which
+//! deadlocks when called concurrently in sled 0.34.7) and then an `fdatasync`
+//! of sled's data file. They are apart so that writing a large snapshot to sled
+//! never holds up the log's appends.
 //!
 //! The `fdatasync` of sled's file is ours because sled 0.34 on Linux makes its
 //! writes "stable" with `sync_file_range` only: that survives a killed process
@@ -26,44 +27,86 @@ use crate::wal::Wal;
 /// The file in a sled 0.34 directory that holds its log and pages.
 const SLED_DATA_FILE: &str = "db";
 
-/// Something waiting for durability.
+/// Something waiting for a sync.
 enum Waiter {
-    /// openraft's append callback: the log's segments.
+    /// openraft's append callback.
     Append(LogFlushed<TypeConfig>),
-    /// A task awaiting the log's segments (truncation).
-    Log(oneshot::Sender<Result<(), String>>),
-    /// A task awaiting sled (vote, purge point, snapshot).
-    Database(oneshot::Sender<Result<(), String>>),
+    /// A task.
+    Task(oneshot::Sender<Result<(), String>>),
 }
 
-impl Waiter {
-    fn needs_log(&self) -> bool {
-        matches!(self, Waiter::Append(_) | Waiter::Log(_))
-    }
-}
-
-/// Counters of the flusher, for metrics and benchmarks.
+/// Counters of one sync thread, for metrics and benchmarks.
 #[derive(Debug, Default)]
 pub struct FlushStats {
-    /// fsyncs performed.
+    /// Syncs performed.
     pub flushes: AtomicU64,
-    /// Requests answered (one fsync answers many when writes are concurrent).
+    /// Requests answered (one sync answers many when writes are concurrent).
     pub requests: AtomicU64,
-    /// Time spent in fsync, microseconds.
+    /// Time spent syncing, microseconds.
     pub micros: AtomicU64,
 }
 
-/// Handle to the flusher thread. Dropping it stops and joins the thread.
-pub struct Flusher {
+/// One thread that runs `sync` for whoever waits, many at a time.
+struct SyncThread {
     sender: Option<mpsc::Sender<Waiter>>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<FlushStats>,
-    /// Set once the thread (and with it its database handle) is gone.
+}
+
+impl SyncThread {
+    fn start(
+        name: &str,
+        sync: impl Fn() -> Result<(), String> + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (sender, receiver) = mpsc::channel::<Waiter>();
+        let stats = Arc::new(FlushStats::default());
+        let thread_stats = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || run(&sync, &receiver, &thread_stats))?;
+        Ok(SyncThread {
+            sender: Some(sender),
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    fn send(&self, waiter: Waiter) {
+        let undelivered = match &self.sender {
+            Some(sender) => sender.send(waiter).err().map(|e| e.0),
+            None => Some(waiter),
+        };
+        if let Some(waiter) = undelivered {
+            answer(waiter, Err("the flusher thread stopped".to_string()));
+        }
+    }
+
+    async fn wait(&self) -> Result<(), String> {
+        let (done, wait) = oneshot::channel();
+        self.send(Waiter::Task(done));
+        wait.await
+            .map_err(|_| "the flusher thread stopped".to_string())?
+    }
+
+    /// Stops the thread once it has answered everyone queued.
+    fn stop(&mut self) {
+        self.sender.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Handle to the sync threads. Dropping it stops and joins them.
+pub struct Flusher {
+    log: SyncThread,
+    database: SyncThread,
+    /// Set once the threads (and with them the database handle) are gone.
     closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Flusher {
-    /// Starts the thread for `db`, which was opened in `dir`, and `wal`.
+    /// Starts the threads for `db`, which was opened in `dir`, and `wal`.
     pub fn start(db: sled::Db, dir: &Path, wal: Arc<Wal>) -> std::io::Result<Self> {
         let path = dir.join(SLED_DATA_FILE);
         let data_file = std::fs::File::open(&path).map_err(|e| {
@@ -75,17 +118,18 @@ impl Flusher {
                 ),
             )
         })?;
-        let (sender, receiver) = mpsc::channel::<Waiter>();
-        let stats = Arc::new(FlushStats::default());
-        let thread_stats = Arc::clone(&stats);
-        let thread = std::thread::Builder::new()
-            .name("corral-fsync".into())
-            .spawn(move || run(&db, &data_file, &wal, &receiver, &thread_stats))?;
+        let log = SyncThread::start("corral-log-sync", move || {
+            wal.sync().map_err(|e| e.to_string())
+        })?;
+        let database = SyncThread::start("corral-db-sync", move || {
+            db.flush()
+                .map_err(|e| e.to_string())
+                .and_then(|_| data_file.sync_data().map_err(|e| format!("fdatasync: {e}")))
+        })?;
         let closed = tokio::sync::watch::channel(false).0;
         Ok(Flusher {
-            sender: Some(sender),
-            thread: Some(thread),
-            stats,
+            log,
+            database,
             closed,
         })
     }
@@ -99,58 +143,40 @@ impl Flusher {
     /// Queues openraft's append callback; it fires once the log's segments
     /// are synced.
     pub fn after_log_sync(&self, callback: LogFlushed<TypeConfig>) {
-        self.send(Waiter::Append(callback));
+        self.log.send(Waiter::Append(callback));
     }
 
     /// Waits until everything written to the log's segments so far is durable.
     pub async fn sync_log(&self) -> Result<(), String> {
-        let (done, wait) = oneshot::channel();
-        self.send(Waiter::Log(done));
-        Self::answer_of(wait).await
+        self.log.wait().await
     }
 
     /// Waits until everything written to sled so far is durable.
     pub async fn flush(&self) -> Result<(), String> {
-        let (done, wait) = oneshot::channel();
-        self.send(Waiter::Database(done));
-        Self::answer_of(wait).await
+        self.database.wait().await
     }
 
-    async fn answer_of(wait: oneshot::Receiver<Result<(), String>>) -> Result<(), String> {
-        wait.await
-            .map_err(|_| "the flusher thread stopped".to_string())?
-    }
-
-    fn send(&self, waiter: Waiter) {
-        let undelivered = match &self.sender {
-            Some(sender) => sender.send(waiter).err().map(|e| e.0),
-            None => Some(waiter),
-        };
-        if let Some(waiter) = undelivered {
-            answer(waiter, Err("the flusher thread stopped".to_string()));
-        }
-    }
-
-    /// Counters.
+    /// Counters of the log's syncs (the ones on every write's path).
     pub fn stats(&self) -> &FlushStats {
-        &self.stats
+        &self.log.stats
+    }
+
+    /// Counters of sled's flushes.
+    pub fn database_stats(&self) -> &FlushStats {
+        &self.database.stats
     }
 }
 
 impl Drop for Flusher {
     fn drop(&mut self) {
-        self.sender.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.log.stop();
+        self.database.stop();
         self.closed.send_replace(true);
     }
 }
 
 fn run(
-    db: &sled::Db,
-    data_file: &std::fs::File,
-    wal: &Wal,
+    sync: &dyn Fn() -> Result<(), String>,
     receiver: &mpsc::Receiver<Waiter>,
     stats: &FlushStats,
 ) {
@@ -158,21 +184,7 @@ fn run(
         let mut batch = vec![first];
         batch.extend(receiver.try_iter());
         let started = std::time::Instant::now();
-        let (log, database) = batch
-            .iter()
-            .fold((false, false), |(l, d), w| (l || w.needs_log(), d || !w.needs_log()));
-        let log_result = if log {
-            wal.sync().map_err(|e| e.to_string())
-        } else {
-            Ok(())
-        };
-        let database_result = if database {
-            db.flush()
-                .map_err(|e| e.to_string())
-                .and_then(|_| data_file.sync_data().map_err(|e| format!("fdatasync: {e}")))
-        } else {
-            Ok(())
-        };
+        let result = sync();
         stats
             .micros
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -181,12 +193,7 @@ fn run(
             .requests
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for waiter in batch {
-            let result = if waiter.needs_log() {
-                log_result.clone()
-            } else {
-                database_result.clone()
-            };
-            answer(waiter, result);
+            answer(waiter, result.clone());
         }
     }
 }
@@ -196,7 +203,7 @@ fn answer(waiter: Waiter, result: Result<(), String>) {
         Waiter::Append(callback) => {
             callback.log_io_completed(result.map_err(std::io::Error::other))
         }
-        Waiter::Log(done) | Waiter::Database(done) => {
+        Waiter::Task(done) => {
             let _ = done.send(result);
         }
     }
@@ -214,7 +221,8 @@ mod tests {
         let flusher = Flusher::start(db.clone(), dir.path(), wal).expect("flusher");
         db.insert(b"k", b"v".to_vec()).expect("insert");
         flusher.flush().await.expect("durable");
-        assert_eq!(flusher.stats().flushes.load(Ordering::Relaxed), 1);
+        assert_eq!(flusher.database_stats().flushes.load(Ordering::Relaxed), 1);
+        assert_eq!(flusher.stats().flushes.load(Ordering::Relaxed), 0);
     }
 
     #[test]

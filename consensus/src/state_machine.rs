@@ -21,6 +21,9 @@ use crate::types::{
 };
 
 const CURRENT: &[u8] = b"current";
+/// How long an apply waits before trying the state's write lock again while a
+/// snapshot copies the state.
+const WRITE_LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What the pure state is and where in the log it stands.
 #[derive(Debug, Clone, Default)]
@@ -102,6 +105,21 @@ impl StateMachineStore {
         self.applier.read().ok().and_then(|a| a.last_applied)
     }
 
+    /// Takes the write lock without blocking a runtime thread while a snapshot
+    /// copies the state under the read lock: tries, and waits a moment between
+    /// tries. (A blocked runtime thread stalls every task queued on it, Raft's
+    /// heartbeats among them.)
+    async fn write_applier(&self) -> Result<std::sync::RwLockWriteGuard<'_, Applier>, StorageError> {
+        loop {
+            match self.applier.try_write() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            tokio::time::sleep(WRITE_LOCK_RETRY).await;
+        }
+    }
+
     /// Makes `file` the durable current snapshot, unless a snapshot at least as
     /// new already is; returns the current snapshot either way.
     async fn persist(&self, file: SnapshotFile) -> Result<SnapshotFile, StorageError> {
@@ -110,14 +128,16 @@ impl StateMachineStore {
         if let Some(existing) = existing.filter(|e| e.meta.last_log_id >= file.meta.last_log_id) {
             return Ok(existing);
         }
-        let encoded = {
-            let file = file.clone();
-            tokio::task::spawn_blocking(move || postcard::to_stdvec(&file))
-                .await
-                .map_err(io)?
-                .map_err(io)?
-        };
-        self.tree.insert(CURRENT, encoded).map_err(io)?;
+        // Encoding and writing a large state take seconds: off the runtime.
+        {
+            let (file, tree) = (file.clone(), self.tree.clone());
+            tokio::task::spawn_blocking(move || {
+                let encoded = postcard::to_stdvec(&file).map_err(io)?;
+                tree.insert(CURRENT, encoded).map_err(io)
+            })
+            .await
+            .map_err(io)??;
+        }
         self.flusher
             .flush()
             .await
@@ -148,20 +168,25 @@ fn to_snapshot(file: SnapshotFile) -> Snapshot<TypeConfig> {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Copy under the lock, encode outside it and off the runtime: applies and
-        // reads continue while a large state is encoded.
-        let (copy, last_applied, membership) = {
-            let applier = self.applier.read().map_err(|_| poisoned())?;
-            (
-                applier.state.clone(),
-                applier.last_applied,
-                applier.membership.clone(),
-            )
-        };
-        let state = tokio::task::spawn_blocking(move || corral_state::snapshot::encode(&copy))
-            .await
-            .map_err(io)?
-            .map_err(io)?;
+        // Copy under the read lock and encode, both on a blocking thread: a large
+        // state takes a second to copy, and a runtime thread held that long
+        // stalls Raft's heartbeats into elections. Applies wait for the copy
+        // without holding a runtime thread (see `write_applier`); reads go on.
+        let applier = Arc::clone(&self.applier);
+        let (state, last_applied, membership) = tokio::task::spawn_blocking(move || {
+            let (copy, last_applied, membership) = {
+                let applier = applier.read().map_err(|_| poisoned())?;
+                (
+                    applier.state.clone(),
+                    applier.last_applied,
+                    applier.membership.clone(),
+                )
+            };
+            let state = corral_state::snapshot::encode(&copy).map_err(io)?;
+            Ok::<_, StorageError>((state, last_applied, membership))
+        })
+        .await
+        .map_err(io)??;
         let snapshot_id = match last_applied {
             Some(id) => format!(
                 "{}-{}-{}",
@@ -192,7 +217,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut applier = self.applier.write().map_err(|_| poisoned())?;
+        let mut applier = self.write_applier().await?;
         let mut results = Vec::new();
         for entry in entries {
             let applied = match entry.payload {
@@ -252,7 +277,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 .map_err(io)??
         };
         self.persist(file).await?;
-        *self.applier.write().map_err(|_| poisoned())? = decoded;
+        *self.write_applier().await? = decoded;
         Ok(())
     }
 
