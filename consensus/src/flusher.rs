@@ -196,6 +196,13 @@ fn run(
             answer(waiter, result.clone());
         }
     }
+    // Stopping: one more sync, so what was written without a waiter (the
+    // committed index) is durable and sled's own drop finds nothing left to
+    // write (a write it started there could outlive the last handle for a
+    // moment and keep the directory locked against reopening).
+    if let Err(e) = sync() {
+        tracing::warn!("the last sync before stopping failed: {e}");
+    }
 }
 
 fn answer(waiter: Waiter, result: Result<(), String>) {

@@ -36,17 +36,18 @@ const SLED_SEGMENT_BYTES: usize = 8 << 20;
 /// sled's default segment size, which databases made before 8 MiB keep.
 const SLED_DEFAULT_SEGMENT_BYTES: usize = 512 << 10;
 
-/// Opens (or creates) a replica's sled database.
+/// Opens (or creates) a replica's sled database (vote, purge point, snapshot;
+/// the log's entries are in the [`crate::wal`]).
 ///
-/// Only our flusher thread fsyncs: sled's own periodic flush is off. sled writes
-/// any page over a quarter of a segment to a file of its own (a "blob"); with
-/// the default 512 KiB segments a leaf of 16 log entries of a few dozen
-/// submissions each is one, so every page rewrite created (and later deleted) a
-/// file: a fifth of a follower's CPU under load. New databases get 8 MiB
-/// segments, which keep such pages inline (sled accepts powers of two up to 16
-/// MiB, though it documents the setting as one for its own tests). sled fixes
-/// the size when it creates a database, so one made by an earlier build opens
-/// with the default size it was made with.
+/// Only our flusher thread fsyncs: sled's own periodic flush is off. New
+/// databases get 8 MiB segments (from when the log was in sled and its pages
+/// outgrew the default 512 KiB ones); sled fixes the size when it creates a
+/// database, so one made with the default opens with it.
+///
+/// sled's background writes can hold a database it has just closed for a
+/// moment (a job on its I/O threads keeps the locked file open), so a lock held
+/// by this process is waited for, up to [`LOCK_PATIENCE`]; a lock held by
+/// another process is refused after the same wait.
 pub fn open_database(dir: &std::path::Path) -> Result<sled::Db, sled::Error> {
     let open = |segment: usize| {
         sled::Config::new()
@@ -55,11 +56,26 @@ pub fn open_database(dir: &std::path::Path) -> Result<sled::Db, sled::Error> {
             .segment_size(segment)
             .open()
     };
-    match open(SLED_SEGMENT_BYTES) {
-        Err(sled::Error::Unsupported(_)) => open(SLED_DEFAULT_SEGMENT_BYTES),
-        opened => opened,
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        let opened = match open(SLED_SEGMENT_BYTES) {
+            Err(sled::Error::Unsupported(_)) => open(SLED_DEFAULT_SEGMENT_BYTES),
+            opened => opened,
+        };
+        match opened {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
     }
 }
+
+/// How long opening a database waits for its lock.
+pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
 /// Raft timing and log retention.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,12 +207,16 @@ impl Replica {
     /// Opens storage, starts Raft and serves peers.
     pub async fn start(config: ReplicaConfig) -> Result<Self, StartError> {
         corral_pki::install_crypto_provider();
+        // Opening reads the whole log back and may wait for sled's lock.
+        let dir = config.data_dir.clone();
         let Storage {
             db,
             flusher,
             log,
             state,
-        } = Storage::open(&config.data_dir)?;
+        } = tokio::task::spawn_blocking(move || Storage::open(&dir))
+            .await
+            .map_err(|e| StartError::Raft(format!("opening storage panicked: {e}")))??;
         let network = PeerNetwork::new(config.tls.client_config());
         let timing = &config.timing;
         let raft_config = Config {
