@@ -205,7 +205,9 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => *i,
             Bound::Unbounded => u64::MAX,
         };
-        self.wal.read(start, end).map_err(|e| StorageIOError::read_logs(&e).into())
+        self.wal
+            .read(start, end)
+            .map_err(|e| StorageIOError::read_logs(&e).into())
     }
 }
 

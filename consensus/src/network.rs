@@ -97,7 +97,11 @@ impl PeerNetwork {
 
     /// The open call stream to `target` at `addr`, opened (again) when there is
     /// none, it broke, or `target`'s address changed.
-    async fn stream(&self, target: ReplicaId, addr: &str) -> Result<Arc<CallStream>, tonic::Status> {
+    async fn stream(
+        &self,
+        target: ReplicaId,
+        addr: &str,
+    ) -> Result<Arc<CallStream>, tonic::Status> {
         let slot = {
             let mut streams = self
                 .streams

@@ -126,7 +126,12 @@ impl Peer for PeerService {
     }
 
     async fn install_snapshot(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {
-        reply(&self.raft.install_snapshot(decode(&req.get_ref().data)?).await)
+        reply(
+            &self
+                .raft
+                .install_snapshot(decode(&req.get_ref().data)?)
+                .await,
+        )
     }
 
     async fn propose(&self, req: Request<Payload>) -> Result<Response<Payload>, Status> {

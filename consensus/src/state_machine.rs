@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use corral_state::ClusterState;
 use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
+use openraft::{
+    AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -109,7 +111,9 @@ impl StateMachineStore {
     /// copies the state under the read lock: tries, and waits a moment between
     /// tries. (A blocked runtime thread stalls every task queued on it, Raft's
     /// heartbeats among them.)
-    async fn write_applier(&self) -> Result<std::sync::RwLockWriteGuard<'_, Applier>, StorageError> {
+    async fn write_applier(
+        &self,
+    ) -> Result<std::sync::RwLockWriteGuard<'_, Applier>, StorageError> {
         loop {
             match self.applier.try_write() {
                 Ok(guard) => return Ok(guard),
@@ -226,15 +230,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     // Every command decodes before any applies: an entry that does
                     // not decode (a newer build's commands, or corruption) stops
                     // this replica with the entry named, never half applied.
-                    let commands = proposal
-                        .commands()
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| {
-                            StorageError::from(StorageIOError::apply(
-                                entry.log_id,
-                                AnyError::new(&e),
-                            ))
-                        })?;
+                    let commands =
+                        proposal
+                            .commands()
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| {
+                                StorageError::from(StorageIOError::apply(
+                                    entry.log_id,
+                                    AnyError::new(&e),
+                                ))
+                            })?;
                     Applied {
                         results: commands
                             .into_iter()

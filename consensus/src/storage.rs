@@ -68,13 +68,19 @@ impl Storage {
 /// (whose entries this one cannot decode either): refuse it rather than start
 /// with its log missing.
 fn refuse_log_in_sled(db: &sled::Db, dir: &Path) -> Result<(), StartError> {
-    if !db.tree_names().iter().any(|name| &name[..] == SLED_LOG_TREE) {
+    if !db
+        .tree_names()
+        .iter()
+        .any(|name| &name[..] == SLED_LOG_TREE)
+    {
         return Ok(());
     }
-    let tree = db.open_tree(SLED_LOG_TREE).map_err(|source| StartError::Storage {
-        path: dir.display().to_string(),
-        source,
-    })?;
+    let tree = db
+        .open_tree(SLED_LOG_TREE)
+        .map_err(|source| StartError::Storage {
+            path: dir.display().to_string(),
+            source,
+        })?;
     if tree.is_empty() {
         return Ok(());
     }

@@ -11,8 +11,8 @@ use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_consensus::storage::Storage;
 use corral_consensus::state_machine::StateMachineStore;
+use corral_consensus::storage::Storage;
 use corral_consensus::types::{Entry, LogId, Proposal, StoredMembership};
 use corral_consensus::{ProposeError, RaftTiming, ReplicaAddr};
 use corral_state::account::Account;
@@ -367,7 +367,10 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
     replica.shutdown().await;
 
     let (durable, covered) = tokio::sync::watch::channel(Some(20u64));
-    let log = Storage::open(dir.path()).unwrap().log.purging_after(covered);
+    let log = Storage::open(dir.path())
+        .unwrap()
+        .log
+        .purging_after(covered);
     let (first, last) = log.verify().unwrap().expect("entries were written");
     let target = log.clone().try_get_log_entries(35..36).await.unwrap()[0].log_id;
     // The durable snapshot covers 20: a purge to 35 must wait for it.

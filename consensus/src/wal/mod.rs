@@ -23,6 +23,8 @@
 //! which read what was just appended, do not touch the files.
 
 pub mod segment;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -110,8 +112,13 @@ struct Unsynced {
 
 impl Unsynced {
     fn file(&mut self, segment: &Segment) {
-        if !self.files.iter().any(|(f, _)| Arc::ptr_eq(f, &segment.file)) {
-            self.files.push((Arc::clone(&segment.file), segment.path.clone()));
+        if !self
+            .files
+            .iter()
+            .any(|(f, _)| Arc::ptr_eq(f, &segment.file))
+        {
+            self.files
+                .push((Arc::clone(&segment.file), segment.path.clone()));
         }
     }
 }
@@ -132,6 +139,8 @@ struct Inner {
 pub struct Wal {
     dir: PathBuf,
     directory: File,
+    /// The size at which a segment is closed ([`SEGMENT_BYTES`]; smaller in tests).
+    segment_bytes: u64,
     inner: Mutex<Inner>,
 }
 
@@ -140,6 +149,15 @@ impl Wal {
     /// at or below `purged` are dropped (and segments wholly below it deleted);
     /// the rest must follow it without a hole.
     pub fn open(data_dir: &Path, purged: Option<u64>) -> Result<Self, WalError> {
+        Self::open_with_segments_of(data_dir, purged, SEGMENT_BYTES)
+    }
+
+    /// [`Wal::open`] with segments closed at `segment_bytes`.
+    pub(crate) fn open_with_segments_of(
+        data_dir: &Path,
+        purged: Option<u64>,
+        segment_bytes: u64,
+    ) -> Result<Self, WalError> {
         let dir = data_dir.join(DIRECTORY);
         std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
         let directory = File::open(&dir).map_err(io("open", &dir))?;
@@ -178,7 +196,9 @@ impl Wal {
                     path.display()
                 );
                 std::fs::remove_file(&path).map_err(io("remove", &path))?;
-                directory.sync_all().map_err(io("fsync the directory", &dir))?;
+                directory
+                    .sync_all()
+                    .map_err(io("fsync the directory", &dir))?;
                 continue;
             }
             let scan = segment::scan(&file, &path).map_err(|e| match e {
@@ -254,6 +274,7 @@ impl Wal {
         let wal = Wal {
             dir,
             directory,
+            segment_bytes,
             inner: Mutex::new(inner),
         };
         wal.check_contiguous()?;
@@ -298,6 +319,11 @@ impl Wal {
         Ok(self.lock()?.entries.len())
     }
 
+    /// True when no entry is held.
+    pub fn is_empty(&self) -> Result<bool, WalError> {
+        Ok(self.len()? == 0)
+    }
+
     /// Bytes the segments take.
     pub fn disk_bytes(&self) -> u64 {
         self.lock()
@@ -332,7 +358,7 @@ impl Wal {
             // A new segment when the newest is full, or when this entry does not
             // continue it (the log was purged past its end).
             let continues_newest = inner.segments.last_key_value().is_some_and(|(_, s)| {
-                s.len + pending.len() as u64 <= SEGMENT_BYTES
+                s.len + pending.len() as u64 <= self.segment_bytes
                     && pending_locations
                         .last()
                         .map(|l| l.log_id.index)
@@ -451,11 +477,7 @@ impl Wal {
     /// Removes the entries from `index` on (not yet durable: see [`Wal::sync`]).
     pub fn truncate(&self, index: u64) -> Result<(), WalError> {
         let mut inner = self.lock()?;
-        let Some(position) = inner
-            .entries
-            .iter()
-            .position(|l| l.log_id.index >= index)
-        else {
+        let Some(position) = inner.entries.iter().position(|l| l.log_id.index >= index) else {
             return Ok(());
         };
         let cut = inner.entries[position];
@@ -473,9 +495,7 @@ impl Wal {
             }
         }
         let Inner {
-            segments,
-            unsynced,
-            ..
+            segments, unsynced, ..
         } = &mut *inner;
         if let Some(segment) = segments.get_mut(&cut.segment) {
             segment

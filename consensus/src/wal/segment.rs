@@ -238,7 +238,11 @@ mod tests {
         assert_eq!(first_index_of(&file_name(42)), Some(42));
         assert_eq!(first_index_of(&file_name(u64::MAX)), Some(u64::MAX));
         assert!(file_name(9) < file_name(10));
-        for other in ["42.wal", "00000000000000000042.tmp", "x0000000000000000042.wal"] {
+        for other in [
+            "42.wal",
+            "00000000000000000042.tmp",
+            "x0000000000000000042.wal",
+        ] {
             assert_eq!(first_index_of(other), None, "{other}");
         }
     }

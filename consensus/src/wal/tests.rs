@@ -1,0 +1,308 @@
+//! The write-ahead log against a model: appends, truncations, purges and
+//! reopenings in any order keep exactly the entries a `BTreeMap` would, and a
+//! crash's torn tail or damage elsewhere is handled as documented.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use corral_state::{Actor, Command, Role};
+use openraft::{CommittedLeaderId, EntryPayload};
+use proptest::prelude::*;
+
+use super::*;
+use crate::types::Proposal;
+
+/// Small segments, so a few entries span several.
+const SMALL_SEGMENTS: u64 = 4096;
+
+fn entry(term: u64, index: u64, bytes: usize) -> Entry {
+    let command = Command::SetUser {
+        user: corral_state::account::User {
+            name: "u".repeat(bytes.max(1)),
+            default_account: "root".into(),
+            accounts: Default::default(),
+            role: Role::User,
+        },
+        by: Actor {
+            user: "root".into(),
+            role: Role::Admin,
+        },
+    };
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+        payload: EntryPayload::Normal(Proposal::new(&[command]).expect("encodes")),
+    }
+}
+
+fn open(dir: &Path, purged: Option<u64>) -> Wal {
+    Wal::open_with_segments_of(dir, purged, SMALL_SEGMENTS).expect("the log opens")
+}
+
+fn indices(wal: &Wal) -> Vec<u64> {
+    wal.read(0, u64::MAX)
+        .expect("readable")
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect()
+}
+
+fn segments(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(DIRECTORY))
+        .expect("log directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn entries_read_back_from_memory_and_from_disk_after_reopening() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let written: Vec<Entry> = (1..=40).map(|i| entry(1, i, 300)).collect();
+    {
+        let wal = open(dir.path(), None);
+        wal.append(written.clone()).expect("append");
+        wal.sync().expect("sync");
+        assert_eq!(wal.read(1, 41).expect("read"), written);
+        assert_eq!(wal.read(10, 12).expect("read"), written[9..11].to_vec());
+        assert!(segments(dir.path()).len() > 2, "{:?}", segments(dir.path()));
+    }
+    let wal = open(dir.path(), None);
+    assert_eq!(wal.read(1, 41).expect("read"), written);
+    assert_eq!(wal.read(0, 5).expect("read"), written[..4].to_vec());
+    assert_eq!(wal.read(41, 50).expect("read"), Vec::new());
+    let (first, last) = wal.span().expect("span").expect("entries");
+    assert_eq!((first.index, last.index), (1, 40));
+    // Appends continue after a reopening.
+    wal.append([entry(2, 41, 10)]).expect("append");
+    assert_eq!(indices(&wal).last(), Some(&41));
+}
+
+#[test]
+fn an_append_that_would_leave_a_hole_or_go_back_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open(dir.path(), None);
+    wal.append((5..=7).map(|i| entry(1, i, 10)))
+        .expect("a first append starts anywhere");
+    for wrong in [9, 7, 3] {
+        let error = wal.append([entry(1, wrong, 10)]).expect_err("refused");
+        assert!(error.to_string().contains("hole"), "{error}");
+    }
+    assert_eq!(indices(&wal), vec![5, 6, 7]);
+}
+
+#[test]
+fn truncation_removes_the_suffix_across_segments_and_survives_reopening() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=40).map(|i| entry(1, i, 300)))
+            .expect("append");
+        let before = segments(dir.path()).len();
+        wal.truncate(12).expect("truncate");
+        wal.sync().expect("sync");
+        assert_eq!(indices(&wal), (1..=11).collect::<Vec<_>>());
+        assert!(segments(dir.path()).len() < before);
+        // A new leader's entries replace the old ones.
+        wal.append((12..=15).map(|i| entry(2, i, 300)))
+            .expect("append");
+    }
+    let wal = open(dir.path(), None);
+    let entries = wal.read(0, u64::MAX).expect("read");
+    assert_eq!(entries.len(), 15);
+    assert!(entries[11..].iter().all(|e| e.log_id.leader_id.term == 2));
+}
+
+#[test]
+fn purging_drops_the_prefix_and_deletes_the_segments_inside_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=40).map(|i| entry(1, i, 300)))
+            .expect("append");
+        let before = segments(dir.path()).len();
+        wal.purge(30).expect("purge");
+        assert_eq!(indices(&wal), (31..=40).collect::<Vec<_>>());
+        assert!(segments(dir.path()).len() < before);
+        assert_eq!(wal.read(1, 31).expect("read"), Vec::new());
+    }
+    // Reopened with the recorded purge point: entries at or below it are gone
+    // even where they share a segment with later ones.
+    let wal = open(dir.path(), Some(30));
+    assert_eq!(indices(&wal), (31..=40).collect::<Vec<_>>());
+}
+
+#[test]
+fn after_a_purge_past_the_end_the_log_continues_after_the_purge_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=5).map(|i| entry(1, i, 10)))
+            .expect("append");
+        // A snapshot installed from the leader covers more than this log holds.
+        wal.purge(100).expect("purge");
+        assert_eq!(wal.len().expect("len"), 0);
+        let error = wal.append([entry(1, 6, 10)]).expect_err("refused");
+        assert!(error.to_string().contains("next index is 101"), "{error}");
+        wal.append((101..=103).map(|i| entry(2, i, 10)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let wal = open(dir.path(), Some(100));
+    assert_eq!(indices(&wal), vec![101, 102, 103]);
+}
+
+#[test]
+fn a_write_torn_by_a_crash_at_the_end_is_cut_off_and_the_rest_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=3).map(|i| entry(1, i, 100)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let newest = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).last().expect("a segment"));
+    let length = std::fs::metadata(&newest).expect("metadata").len();
+    let file = OpenOptions::new().write(true).open(&newest).expect("open");
+    // Half of the last record made it to disk.
+    file.set_len(length - 40).expect("cut");
+    drop(file);
+    let wal = open(dir.path(), None);
+    assert_eq!(indices(&wal), vec![1, 2]);
+    wal.append([entry(1, 3, 100)])
+        .expect("the log continues where it was cut");
+    drop(wal);
+    assert_eq!(indices(&open(dir.path(), None)), vec![1, 2, 3]);
+}
+
+#[test]
+fn damage_before_the_newest_segment_refuses_to_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=40).map(|i| entry(1, i, 300)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let first = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).first().expect("a segment"));
+    let mut bytes = std::fs::read(&first).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&first, bytes).expect("write");
+    let error = Wal::open_with_segments_of(dir.path(), None, SMALL_SEGMENTS)
+        .err()
+        .expect("refused");
+    assert!(matches!(error, WalError::Damaged { .. }), "{error}");
+    assert!(
+        error.to_string().contains("not the newest segment"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_segment_created_just_before_a_crash_is_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=3).map(|i| entry(1, i, 10)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let stray = dir.path().join(DIRECTORY).join(segment::file_name(4));
+    std::fs::write(&stray, &segment::header()[..5]).expect("write");
+    let wal = open(dir.path(), None);
+    assert_eq!(indices(&wal), vec![1, 2, 3]);
+    assert!(!stray.exists());
+    wal.append([entry(1, 4, 10)]).expect("append");
+}
+
+#[test]
+fn a_segment_of_another_format_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path(), None));
+    let mut header = segment::header();
+    header[8] = 9;
+    std::fs::write(
+        dir.path().join(DIRECTORY).join(segment::file_name(1)),
+        header,
+    )
+    .expect("write");
+    let error = Wal::open_with_segments_of(dir.path(), None, SMALL_SEGMENTS)
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("format 9"), "{error}");
+}
+
+/// One step of the model test.
+#[derive(Debug, Clone)]
+enum Op {
+    Append { count: u64, bytes: usize },
+    Truncate { back: u64 },
+    Purge { forward: u64 },
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1u64..12, 1usize..900).prop_map(|(count, bytes)| Op::Append { count, bytes }),
+        1 => (0u64..10).prop_map(|back| Op::Truncate { back }),
+        1 => (0u64..14).prop_map(|forward| Op::Purge { forward }),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_log_holds_what_a_map_would(ops in proptest::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut wal = open(dir.path(), None);
+        let mut model: BTreeMap<u64, Entry> = BTreeMap::new();
+        let mut purged: Option<u64> = None;
+        let mut next = 1u64;
+        let mut term = 1u64;
+        for op in ops {
+            match op {
+                Op::Append { count, bytes } => {
+                    let entries: Vec<Entry> =
+                        (next..next + count).map(|i| entry(term, i, bytes)).collect();
+                    wal.append(entries.clone()).expect("append");
+                    for e in entries {
+                        model.insert(e.log_id.index, e);
+                    }
+                    next += count;
+                }
+                Op::Truncate { back } => {
+                    let first = purged.map_or(1, |p| p + 1);
+                    let at = next.saturating_sub(back).max(first);
+                    wal.truncate(at).expect("truncate");
+                    model.retain(|i, _| *i < at);
+                    next = at;
+                    term += 1;
+                }
+                Op::Purge { forward } => {
+                    let to = purged.unwrap_or(0) + forward;
+                    wal.purge(to).expect("purge");
+                    model.retain(|i, _| *i > to);
+                    purged = Some(to);
+                    next = next.max(to + 1);
+                }
+                Op::Reopen => {
+                    wal.sync().expect("sync");
+                    drop(wal);
+                    wal = open(dir.path(), purged);
+                }
+            }
+            let held = wal.read(0, u64::MAX).expect("read");
+            let expected: Vec<Entry> = model.values().cloned().collect();
+            prop_assert_eq!(held, expected);
+        }
+    }
+}
