@@ -28,6 +28,7 @@ use crate::peer_service::PeerService;
 use crate::proposer::{Proposer, Results};
 use crate::state_machine::StateMachineStore;
 use crate::storage::Storage;
+use crate::wal::Wal;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
 
 /// sled's segment size (fixed when a database is created: sled refuses to open
@@ -172,7 +173,7 @@ pub struct ReplicaMetrics {
     pub fsync_requests: u64,
     /// Time spent in fsync, microseconds.
     pub fsync_micros: u64,
-    /// Bytes the database takes on disk.
+    /// Bytes the database and the log's segments take on disk.
     pub disk_bytes: u64,
 }
 
@@ -187,6 +188,14 @@ pub struct Member {
     pub voter: bool,
 }
 
+/// The storage handles the metrics read.
+#[derive(Clone)]
+struct StorageFigures {
+    flusher: Arc<Flusher>,
+    db: sled::Db,
+    wal: Arc<Wal>,
+}
+
 /// A running replica.
 pub struct Replica {
     id: ReplicaId,
@@ -194,8 +203,7 @@ pub struct Replica {
     state: StateMachineStore,
     proposer: Arc<Proposer>,
     network: PeerNetwork,
-    flusher: Arc<Flusher>,
-    db: sled::Db,
+    storage: StorageFigures,
     peer_addr: SocketAddr,
     leadership: watch::Receiver<Leadership>,
     stop_server: Option<oneshot::Sender<()>>,
@@ -212,6 +220,7 @@ impl Replica {
         let Storage {
             db,
             flusher,
+            wal,
             log,
             state,
         } = tokio::task::spawn_blocking(move || Storage::open(&dir))
@@ -255,10 +264,10 @@ impl Replica {
         let peer_addr = incoming
             .local_addr()
             .map_err(|e| StartError::Peer(e.to_string()))?;
+        let storage = StorageFigures { flusher, db, wal };
         let metrics = {
-            let (raft, flusher, db, id) =
-                (raft.clone(), Arc::clone(&flusher), db.clone(), config.id);
-            Arc::new(move || collect_metrics(id, &raft, &flusher, &db))
+            let (raft, storage, id) = (raft.clone(), storage.clone(), config.id);
+            Arc::new(move || collect_metrics(id, &raft, &storage))
         };
         let (closing, closing_watch) = watch::channel(false);
         let service = PeerServer::new(PeerService::new(
@@ -290,15 +299,14 @@ impl Replica {
             }
         });
         let leadership = watch_leadership(&raft, config.id);
-        let storage_closed = flusher.closed();
+        let storage_closed = storage.flusher.closed();
         Ok(Replica {
             id: config.id,
             raft,
             state,
             proposer,
             network,
-            flusher,
-            db,
+            storage,
             peer_addr,
             leadership,
             stop_server: Some(stop_server),
@@ -444,7 +452,7 @@ impl Replica {
 
     /// Raft position, follower lag and storage figures.
     pub fn metrics(&self) -> ReplicaMetrics {
-        collect_metrics(self.id, &self.raft, &self.flusher, &self.db)
+        collect_metrics(self.id, &self.raft, &self.storage)
     }
 
     /// Every member (voters and learners) with its addresses, as this replica's
@@ -497,8 +505,7 @@ impl Replica {
             state,
             proposer,
             network,
-            flusher,
-            db,
+            storage,
             leadership,
             stop_server,
             server,
@@ -512,7 +519,7 @@ impl Replica {
         if let Some(server) = server {
             let _ = server.await;
         }
-        drop((raft, state, proposer, network, flusher, db, leadership));
+        drop((raft, state, proposer, network, storage, leadership));
         let closed = storage_closed.wait_for(|closed| *closed);
         if tokio::time::timeout(Duration::from_secs(10), closed)
             .await
@@ -523,7 +530,7 @@ impl Replica {
     }
 }
 
-fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db) -> ReplicaMetrics {
+fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> ReplicaMetrics {
     let m = raft.metrics().borrow().clone();
     let last = m.last_log_index.unwrap_or(0);
     let follower_lag = m
@@ -535,7 +542,7 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db)
                 .collect()
         })
         .unwrap_or_default();
-    let stats = flusher.stats();
+    let stats = storage.flusher.stats();
     ReplicaMetrics {
         id,
         role: format!("{:?}", m.state),
@@ -550,7 +557,7 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, flusher: &Flusher, db: &sled::Db)
         fsyncs: stats.flushes.load(Ordering::Relaxed),
         fsync_requests: stats.requests.load(Ordering::Relaxed),
         fsync_micros: stats.micros.load(Ordering::Relaxed),
-        disk_bytes: db.size_on_disk().unwrap_or(0),
+        disk_bytes: storage.db.size_on_disk().unwrap_or(0) + storage.wal.disk_bytes(),
     }
 }
 

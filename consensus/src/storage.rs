@@ -23,6 +23,8 @@ pub struct Storage {
     pub db: sled::Db,
     /// The thread that makes writes durable.
     pub flusher: Arc<Flusher>,
+    /// The log's entries (also inside `log`).
+    pub wal: Arc<Wal>,
     /// openraft's log store.
     pub log: LogStore,
     /// openraft's state machine store.
@@ -52,12 +54,13 @@ impl Storage {
         );
         let state = StateMachineStore::open(&db, Arc::clone(&flusher))
             .map_err(|e| StartError::Raft(e.to_string()))?;
-        let log = LogStore::open(&db, wal, Arc::clone(&flusher))
+        let log = LogStore::open(&db, Arc::clone(&wal), Arc::clone(&flusher))
             .map_err(storage)?
             .purging_after(state.durable_snapshot());
         Ok(Storage {
             db,
             flusher,
+            wal,
             log,
             state,
         })
