@@ -28,8 +28,8 @@ use crate::peer_service::PeerService;
 use crate::proposer::{Proposer, Results};
 use crate::state_machine::StateMachineStore;
 use crate::storage::Storage;
-use crate::wal::Wal;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
+use crate::wal::Wal;
 
 /// sled's segment size (fixed when a database is created: sled refuses to open
 /// one made with another size).
