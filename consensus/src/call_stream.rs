@@ -8,14 +8,15 @@
 //!
 //! Failure keeps the unary calls' meaning: a call that could not be sent fails
 //! with `unavailable` (nothing reached the peer), one sent on a stream that
-//! then broke fails with `unknown` (the peer may have acted on it), and one not
-//! answered within its deadline fails with `cancelled`, as tonic's own
-//! deadline does. A broken stream is replaced by the next call.
+//! then broke fails with `unknown` (the peer may have acted on it), one not
+//! answered by its deadline fails with `cancelled`, as tonic's own deadline
+//! does, and one the peer refused carries the peer's status. A broken stream is
+//! replaced by the next call; HTTP/2 keep-alives (see [`crate::network`]) break
+//! one whose peer stopped answering.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
@@ -31,7 +32,8 @@ use crate::pb::{CallMethod, Frame};
 const CALLS_QUEUED: usize = 1024;
 
 type Answer = Result<Vec<u8>, Status>;
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>;
+type PendingCalls = HashMap<u64, oneshot::Sender<Answer>>;
+type Pending = Arc<Mutex<PendingCalls>>;
 
 /// An open `Calls` stream to one peer.
 pub struct CallStream {
@@ -73,50 +75,71 @@ impl CallStream {
         self.broken.load(Ordering::SeqCst)
     }
 
-    /// Calls `method` with `data` and waits up to `ttl` for the answer.
-    pub async fn call(&self, method: CallMethod, data: Vec<u8>, ttl: Duration) -> Answer {
+    /// Calls `method` with `data` and waits until `deadline` for the answer.
+    pub async fn call(
+        &self,
+        method: CallMethod,
+        data: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, wait) = oneshot::channel();
         self.lock_pending()?.insert(id, answer);
+        // Whatever ends this call (answer, deadline, or the caller dropping it)
+        // takes it off the table.
+        let _registered = Registered {
+            pending: &self.pending,
+            id,
+        };
         // After registering: the reader marks the stream broken before it fails
         // what is pending, so a call registered too late sees the mark here.
         if self.is_broken() {
-            self.forget(id);
             return Err(Status::unavailable("the call stream to the peer has ended"));
         }
         let frame = Frame {
             id,
             method: method as i32,
             data,
-            error: String::new(),
+            ..Frame::default()
         };
-        if self.requests.send(frame).await.is_err() {
-            self.forget(id);
-            return Err(Status::unavailable("the call stream to the peer has ended"));
+        match tokio::time::timeout_at(deadline, self.requests.send(frame)).await {
+            Ok(Ok(())) => {}
+            // Not queued: nothing reached the peer.
+            Ok(Err(_)) => {
+                return Err(Status::unavailable("the call stream to the peer has ended"));
+            }
+            Err(_) => {
+                return Err(Status::unavailable(
+                    "the call stream to the peer is full: the peer is not reading",
+                ));
+            }
         }
-        match tokio::time::timeout(ttl, wait).await {
+        match tokio::time::timeout_at(deadline, wait).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(Status::unknown(
                 "the call stream ended without answering this call",
             )),
-            Err(_) => {
-                self.forget(id);
-                Err(Status::cancelled("Timeout expired"))
-            }
+            Err(_) => Err(Status::cancelled("Timeout expired")),
         }
     }
 
-    fn lock_pending(
-        &self,
-    ) -> Result<std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Answer>>>, Status> {
+    fn lock_pending(&self) -> Result<std::sync::MutexGuard<'_, PendingCalls>, Status> {
         self.pending
             .lock()
             .map_err(|_| Status::internal("the call stream's table was poisoned by a panic"))
     }
+}
 
-    fn forget(&self, id: u64) {
+/// A call's place in the pending table, given up when the call ends.
+struct Registered<'a> {
+    pending: &'a Pending,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
         if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&id);
+            pending.remove(&self.id);
         }
     }
 }
@@ -129,10 +152,9 @@ async fn read_answers(mut answers: Streaming<Frame>, pending: Pending, broken: A
             Ok(Some(frame)) => {
                 let waiting = pending.lock().ok().and_then(|mut p| p.remove(&frame.id));
                 if let Some(caller) = waiting {
-                    let answer = if frame.error.is_empty() {
-                        Ok(frame.data)
-                    } else {
-                        Err(Status::invalid_argument(frame.error))
+                    let answer = match tonic::Code::from_i32(frame.code) {
+                        tonic::Code::Ok => Ok(frame.data),
+                        code => Err(Status::new(code, frame.error)),
                     };
                     let _ = caller.send(answer);
                 }

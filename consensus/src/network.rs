@@ -32,6 +32,11 @@ use crate::types::{ReplicaAddr, ReplicaId, TypeConfig};
 /// before sending, with a hint of how many entries fit.
 pub const APPEND_BUDGET_BYTES: usize = 1024 * 1024;
 
+/// How often an HTTP/2 ping checks a peer connection.
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a ping may go unanswered before the connection is dropped.
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How soon an unreachable peer is tried again.
 pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
 
@@ -89,7 +94,12 @@ impl PeerNetwork {
             .and_then(|e| e.tls_config(self.tls.clone()))
             .map_err(|e| tonic::Status::unavailable(format!("bad peer address {addr}: {e}")))?
             .connect_timeout(Duration::from_secs(2))
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            // A peer that stops answering (paused, cut off) breaks its call
+            // stream within seconds instead of holding calls until TCP gives up.
+            .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+            .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+            .keep_alive_while_idle(true);
         let channel = endpoint.connect_lazy();
         channels.insert(target, (addr.to_string(), channel.clone()));
         Ok(channel)
@@ -139,10 +149,12 @@ impl PeerNetwork {
                 return self.call_unary(target, addr, method, payload, ttl).await;
             }
         };
-        let stream = tokio::time::timeout(ttl, self.stream(target, addr))
+        // One deadline for opening the stream and the call.
+        let deadline = tokio::time::Instant::now() + ttl;
+        let stream = tokio::time::timeout_at(deadline, self.stream(target, addr))
             .await
             .map_err(|_| tonic::Status::unavailable("no call stream to the peer in time"))??;
-        stream.call(streamed, payload, ttl).await
+        stream.call(streamed, payload, deadline).await
     }
 
     /// Calls `method` as a unary gRPC call of its own. AppendEntries and Vote

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use corral_state::Command;
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::Streaming;
 use tonic::{Request, Response, Status};
@@ -24,6 +24,9 @@ use crate::types::Raft;
 
 /// Answers queued on one call stream before the handlers wait.
 const ANSWERS_QUEUED: usize = 1024;
+/// Calls of one stream running at once; past this the stream is read no
+/// further until one ends (the caller's sends then wait, or time out).
+const CALLS_RUNNING_PER_STREAM: usize = 4096;
 
 /// Serves peer RPCs for one replica.
 #[derive(Clone)]
@@ -95,6 +98,7 @@ impl Peer for PeerService {
         let mut incoming = req.into_inner();
         let (answers, outgoing) = mpsc::channel(ANSWERS_QUEUED);
         let service = self.clone();
+        let running = Arc::new(Semaphore::new(CALLS_RUNNING_PER_STREAM));
         tokio::spawn(async move {
             let mut closing = service.closing.clone();
             loop {
@@ -104,18 +108,27 @@ impl Peer for PeerService {
                 };
                 // The stream ended, or broke (the caller sees that on its side).
                 let Ok(Some(frame)) = frame else { break };
+                let permit = tokio::select! {
+                    permit = Arc::clone(&running).acquire_owned() => permit,
+                    _ = closing.wait_for(|closing| *closing) => break,
+                };
+                let Ok(permit) = permit else { break };
                 let (service, answers) = (service.clone(), answers.clone());
                 tokio::spawn(async move {
+                    let _running = permit;
                     let method = CallMethod::try_from(frame.method).ok();
-                    let (data, error) = match service.answer(method, &frame.data).await {
-                        Ok(data) => (data, String::new()),
-                        Err(status) => (Vec::new(), status.message().to_string()),
-                    };
-                    let answer = Frame {
-                        id: frame.id,
-                        method: frame.method,
-                        data,
-                        error,
+                    let answer = match service.answer(method, &frame.data).await {
+                        Ok(data) => Frame {
+                            id: frame.id,
+                            data,
+                            ..Frame::default()
+                        },
+                        Err(status) => Frame {
+                            id: frame.id,
+                            error: status.message().to_string(),
+                            code: status.code() as i32,
+                            ..Frame::default()
+                        },
                     };
                     // A caller that went away no longer wants the answer.
                     let _ = answers.send(Ok(answer)).await;

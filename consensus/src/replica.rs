@@ -291,6 +291,8 @@ impl Replica {
             };
             if let Err(e) = builder
                 .tcp_nodelay(true)
+                .http2_keepalive_interval(Some(crate::network::KEEP_ALIVE_INTERVAL))
+                .http2_keepalive_timeout(Some(crate::network::KEEP_ALIVE_TIMEOUT))
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await

@@ -23,9 +23,6 @@ use crate::types::{
 };
 
 const CURRENT: &[u8] = b"current";
-/// How long an apply waits before trying the state's write lock again while a
-/// snapshot copies the state.
-const WRITE_LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What the pure state is and where in the log it stands.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +30,26 @@ struct Applier {
     state: ClusterState,
     last_applied: Option<LogId>,
     membership: StoredMembership,
+}
+
+/// The state's write lock, taken after the snapshot-copy gate.
+struct Writing<'a> {
+    applier: std::sync::RwLockWriteGuard<'a, Applier>,
+    _gate: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl std::ops::Deref for Writing<'_> {
+    type Target = Applier;
+
+    fn deref(&self) -> &Applier {
+        &self.applier
+    }
+}
+
+impl std::ops::DerefMut for Writing<'_> {
+    fn deref_mut(&mut self) -> &mut Applier {
+        &mut self.applier
+    }
 }
 
 /// A snapshot as stored and sent: its metadata and the encoded state.
@@ -51,6 +68,9 @@ pub struct StateMachineStore {
     /// Serializes snapshot persists, so a build racing an install cannot leave the
     /// older snapshot on disk.
     persisting: Arc<tokio::sync::Mutex<()>>,
+    /// Held while a snapshot copies the state, and by applies: see
+    /// `write_applier`.
+    copying: Arc<tokio::sync::Mutex<()>>,
     /// The log index covered by the durable snapshot (the log may be purged up to it).
     durable: Arc<watch::Sender<Option<u64>>>,
     tree: sled::Tree,
@@ -85,6 +105,7 @@ impl StateMachineStore {
             applier: Arc::new(RwLock::new(applier)),
             current: Arc::new(Mutex::new(current)),
             persisting: Arc::new(tokio::sync::Mutex::new(())),
+            copying: Arc::new(tokio::sync::Mutex::new(())),
             durable: Arc::new(watch::channel(durable).0),
             tree,
             flusher,
@@ -107,21 +128,18 @@ impl StateMachineStore {
         self.applier.read().ok().and_then(|a| a.last_applied)
     }
 
-    /// Takes the write lock without blocking a runtime thread while a snapshot
-    /// copies the state under the read lock: tries, and waits a moment between
-    /// tries. (A blocked runtime thread stalls every task queued on it, Raft's
-    /// heartbeats among them.)
-    async fn write_applier(
-        &self,
-    ) -> Result<std::sync::RwLockWriteGuard<'_, Applier>, StorageError> {
-        loop {
-            match self.applier.try_write() {
-                Ok(guard) => return Ok(guard),
-                Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
-                Err(std::sync::TryLockError::WouldBlock) => {}
-            }
-            tokio::time::sleep(WRITE_LOCK_RETRY).await;
-        }
+    /// Takes the write lock for an apply or an install. A snapshot copies the
+    /// state under the read lock for as long as a second; waiting for it on
+    /// the std lock would hold a runtime thread, and with it every task queued
+    /// there (Raft's heartbeats among them). So the copy also holds the
+    /// `copying` gate, and this waits for the gate, asynchronously, first.
+    async fn write_applier(&self) -> Result<Writing<'_>, StorageError> {
+        let gate = self.copying.lock().await;
+        let applier = self.applier.write().map_err(|_| poisoned())?;
+        Ok(Writing {
+            applier,
+            _gate: gate,
+        })
     }
 
     /// Makes `file` the durable current snapshot, unless a snapshot at least as
@@ -177,6 +195,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // stalls Raft's heartbeats into elections. Applies wait for the copy
         // without holding a runtime thread (see `write_applier`); reads go on.
         let applier = Arc::clone(&self.applier);
+        let gate = Arc::clone(&self.copying).lock_owned().await;
         let (state, last_applied, membership) = tokio::task::spawn_blocking(move || {
             let (copy, last_applied, membership) = {
                 let applier = applier.read().map_err(|_| poisoned())?;
@@ -186,6 +205,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                     applier.membership.clone(),
                 )
             };
+            drop(gate);
             let state = corral_state::snapshot::encode(&copy).map_err(io)?;
             Ok::<_, StorageError>((state, last_applied, membership))
         })

@@ -11,17 +11,21 @@
 //! Appends `pwrite` at the end of the newest segment; nothing is durable until
 //! [`Wal::sync`] (run by the flusher thread, so concurrent appends share it)
 //! has `fdatasync`ed every file written since the last one, and the directory
-//! when a segment was created or removed. The log is contiguous: appends must
-//! continue it; truncation removes a suffix (later segments first, so a crash
-//! halfway leaves a shorter log, never a hole); purging drops a prefix and
-//! deletes the segments wholly inside it. On open every segment is read back:
-//! a record cut short or damaged at the end of the newest segment (a write
-//! the crash interrupted, never acknowledged) is cut off; damage anywhere else,
-//! or a hole, refuses to open.
+//! when a segment was created or removed. So that only the newest segment can
+//! ever end in an interrupted write, a segment is synced before the next one is
+//! created. The log is contiguous: appends must continue it; truncation removes
+//! a suffix (later segments first, durably, then the cut; a crash halfway leaves
+//! a shorter log, never a hole); purging drops a prefix and deletes the
+//! segments wholly inside it. What opening repairs and refuses is in [`open`].
+//! A sync that fails leaves the log refusing every further write: after a
+//! failed `fdatasync` the kernel may have dropped the data and will not say so
+//! twice.
 //!
 //! Recent entries are also kept in memory (bounded), so replication and apply,
-//! which read what was just appended, do not touch the files.
+//! which read what was just appended, do not touch the files; reads of older
+//! ones `pread` outside the log's lock.
 
+mod open;
 pub mod segment;
 #[cfg(test)]
 mod tests;
@@ -75,6 +79,9 @@ pub enum WalError {
         /// Why.
         reason: String,
     },
+    /// An earlier sync failed: nothing more is written.
+    #[error("the Raft log stopped after a failed sync ({0}); restart the replica")]
+    Failed(String),
 }
 
 fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> WalError + 'a {
@@ -133,6 +140,8 @@ struct Inner {
     /// The index the next append must have, once known.
     next_index: Option<u64>,
     unsynced: Unsynced,
+    /// Why a sync failed, once one has.
+    failed: Option<String>,
 }
 
 /// The log's entries on disk. Shared by the log store's clones and the flusher.
@@ -144,164 +153,72 @@ pub struct Wal {
     inner: Mutex<Inner>,
 }
 
+impl Inner {
+    /// Drops the entries through `index` and forgets the segments that hold
+    /// nothing else; returns their files, for the caller to delete.
+    fn drop_through(&mut self, index: u64) -> Vec<PathBuf> {
+        while self
+            .entries
+            .front()
+            .is_some_and(|l| l.log_id.index <= index)
+        {
+            self.entries.pop_front();
+        }
+        while self
+            .cache
+            .front()
+            .is_some_and(|(e, _)| e.log_id.index <= index)
+        {
+            if let Some((_, bytes)) = self.cache.pop_front() {
+                self.cache_bytes -= bytes;
+            }
+        }
+        // A segment holds entries up to the next one's first index; the newest
+        // stays, since appends continue it.
+        let firsts: Vec<u64> = self.segments.keys().copied().collect();
+        let mut dropped = Vec::new();
+        for pair in firsts.windows(2) {
+            if pair[1] <= index + 1
+                && let Some(segment) = self.segments.remove(&pair[0])
+            {
+                dropped.push(segment.path);
+            }
+        }
+        self.next_index = Some(self.next_index.map_or(index + 1, |n| n.max(index + 1)));
+        dropped
+    }
+
+    fn clear_cache(&mut self) {
+        self.cache.clear();
+        self.cache_bytes = 0;
+    }
+
+    fn push_cached(&mut self, entry: Entry, bytes: usize) {
+        self.cache_bytes += bytes;
+        self.cache.push_back((entry, bytes));
+        while self.cache.len() > CACHED_ENTRIES || self.cache_bytes > CACHED_BYTES {
+            match self.cache.pop_front() {
+                Some((_, bytes)) => self.cache_bytes -= bytes,
+                None => break,
+            }
+        }
+    }
+}
+
 impl Wal {
-    /// Opens the log in `<data_dir>/raft-log`, creating it when missing. Entries
-    /// at or below `purged` are dropped (and segments wholly below it deleted);
-    /// the rest must follow it without a hole.
-    pub fn open(data_dir: &Path, purged: Option<u64>) -> Result<Self, WalError> {
-        Self::open_with_segments_of(data_dir, purged, SEGMENT_BYTES)
-    }
-
-    /// [`Wal::open`] with segments closed at `segment_bytes`.
-    pub(crate) fn open_with_segments_of(
-        data_dir: &Path,
-        purged: Option<u64>,
-        segment_bytes: u64,
-    ) -> Result<Self, WalError> {
-        let dir = data_dir.join(DIRECTORY);
-        std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
-        let directory = File::open(&dir).map_err(io("open", &dir))?;
-        let mut names: Vec<(u64, PathBuf)> = Vec::new();
-        for item in std::fs::read_dir(&dir).map_err(io("list", &dir))? {
-            let item = item.map_err(io("list", &dir))?;
-            let name = item.file_name();
-            match name.to_str().and_then(segment::first_index_of) {
-                Some(first) => names.push((first, item.path())),
-                None => tracing::warn!(
-                    "ignoring {} in the Raft log directory: not a log segment",
-                    item.path().display()
-                ),
-            }
-        }
-        names.sort();
-        let damaged = |reason: String| WalError::Damaged {
-            dir: dir.clone(),
-            reason,
-        };
-        let mut segments = BTreeMap::new();
-        let mut entries: VecDeque<Location> = VecDeque::new();
-        let newest = names.last().map(|(first, _)| *first);
-        for (first, path) in names {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io("open", &path))?;
-            let is_newest = Some(first) == newest;
-            let length = file.metadata().map_err(io("read", &path))?.len();
-            if is_newest && length < segment::HEADER_BYTES {
-                // Created just before a crash: it never held an entry.
-                tracing::warn!(
-                    "removing {}: a log segment whose header was never completed",
-                    path.display()
-                );
-                std::fs::remove_file(&path).map_err(io("remove", &path))?;
-                directory
-                    .sync_all()
-                    .map_err(io("fsync the directory", &dir))?;
-                continue;
-            }
-            let scan = segment::scan(&file, &path).map_err(|e| match e {
-                segment::ScanError::Io(source) => WalError::Io {
-                    action: "read",
-                    path: path.clone(),
-                    source,
-                },
-                segment::ScanError::Header(reason) => damaged(reason),
-            })?;
-            if let Some(damage) = &scan.damage {
-                if !is_newest {
-                    return Err(damaged(format!(
-                        "{} is damaged at byte {} ({damage}) and is not the newest segment",
-                        path.display(),
-                        scan.end
-                    )));
-                }
-                // The newest segment ends in a write the crash interrupted: it was
-                // never synced, so never acknowledged.
-                tracing::warn!(
-                    "cutting {} bytes off the end of {}: {damage} (a write interrupted by a crash)",
-                    length - scan.end,
-                    path.display()
-                );
-                file.set_len(scan.end).map_err(io("truncate", &path))?;
-                file.sync_all().map_err(io("sync", &path))?;
-            }
-            if let Some(record) = scan.records.first()
-                && record.log_id.index != first
-            {
-                return Err(damaged(format!(
-                    "{} is named after entry {first} but starts with entry {}",
-                    path.display(),
-                    record.log_id.index
-                )));
-            }
-            entries.extend(scan.records.iter().map(|record| Location {
-                log_id: record.log_id,
-                segment: first,
-                offset: record.offset,
-                len: record.len,
-            }));
-            segments.insert(
-                first,
-                Segment {
-                    file: Arc::new(file),
-                    path,
-                    len: scan.end,
-                },
-            );
-        }
-        let mut inner = Inner {
-            segments,
-            entries,
-            cache: VecDeque::new(),
-            cache_bytes: 0,
-            next_index: None,
-            unsynced: Unsynced::default(),
-        };
-        inner.next_index = inner.entries.back().map(|l| l.log_id.index + 1);
-        if let Some(purged) = purged {
-            drop_through(&mut inner, purged)?;
-            if let Some(first) = inner.entries.front()
-                && first.log_id.index != purged + 1
-            {
-                return Err(damaged(format!(
-                    "the log was purged through entry {purged} but continues at entry {}",
-                    first.log_id.index
-                )));
-            }
-        }
-        let wal = Wal {
-            dir,
-            directory,
-            segment_bytes,
-            inner: Mutex::new(inner),
-        };
-        wal.check_contiguous()?;
-        Ok(wal)
-    }
-
     fn lock(&self) -> Result<MutexGuard<'_, Inner>, WalError> {
         self.inner
             .lock()
             .map_err(|_| WalError::Order("the log's lock was poisoned by an earlier panic".into()))
     }
 
-    fn check_contiguous(&self) -> Result<(), WalError> {
+    /// The lock, unless a sync has failed.
+    fn lock_healthy(&self) -> Result<MutexGuard<'_, Inner>, WalError> {
         let inner = self.lock()?;
-        let mut previous: Option<u64> = None;
-        for location in &inner.entries {
-            if let Some(p) = previous
-                && location.log_id.index != p + 1
-            {
-                return Err(WalError::Damaged {
-                    dir: self.dir.clone(),
-                    reason: format!("entry {} follows entry {p}", location.log_id.index),
-                });
-            }
-            previous = Some(location.log_id.index);
+        match &inner.failed {
+            Some(why) => Err(WalError::Failed(why.clone())),
+            None => Ok(inner),
         }
-        Ok(())
     }
 
     /// The first and last entry held.
@@ -334,16 +251,30 @@ impl Wal {
     /// Writes `entries` after the last one (not yet durable: see [`Wal::sync`]).
     /// The first must have the next index, when the log knows it.
     pub fn append(&self, entries: impl IntoIterator<Item = Entry>) -> Result<(), WalError> {
-        let mut inner = self.lock()?;
-        let mut pending: Vec<u8> = Vec::new();
-        let mut pending_locations: Vec<Location> = Vec::new();
-        let mut pending_entries: Vec<(Entry, usize)> = Vec::new();
+        let mut inner = self.lock_healthy()?;
+        let result = self.append_locked(&mut inner, entries);
+        if result.is_err() {
+            // Part may have been written: reads go to the files, which the
+            // positions recorded so far describe.
+            inner.clear_cache();
+        }
+        result
+    }
+
+    fn append_locked(
+        &self,
+        inner: &mut Inner,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(), WalError> {
+        let mut pending = Pending::default();
         for entry in entries {
             let index = entry.log_id.index;
-            let expected = pending_locations
+            let last = pending
+                .locations
                 .last()
-                .map(|l| l.log_id.index + 1)
-                .or(inner.next_index);
+                .or(inner.entries.back())
+                .map(|l| l.log_id.index);
+            let expected = last.map(|l| l + 1).or(inner.next_index);
             if let Some(next) = expected
                 && index != next
             {
@@ -355,91 +286,101 @@ impl Wal {
                 index,
                 reason: e.to_string(),
             })?;
-            // A new segment when the newest is full, or when this entry does not
-            // continue it (the log was purged past its end).
-            let continues_newest = inner.segments.last_key_value().is_some_and(|(_, s)| {
-                s.len + pending.len() as u64 <= self.segment_bytes
-                    && pending_locations
-                        .last()
-                        .map(|l| l.log_id.index)
-                        .or(inner.entries.back().map(|l| l.log_id.index))
-                        .is_some_and(|last| last + 1 == index)
-            });
-            let empty_newest = inner.segments.last_key_value().is_some_and(|(first, s)| {
-                *first == index && s.len == segment::HEADER_BYTES && pending.is_empty()
-            });
-            if !continues_newest && !empty_newest {
-                self.write_pending(&mut inner, &mut pending, &mut pending_locations)?;
-                self.start_segment(&mut inner, index)?;
+            if !self.newest_takes(inner, &pending, index, last) {
+                self.write_pending(inner, &mut pending)?;
+                self.start_segment(inner, index)?;
             }
-            let segment = inner
+            let (first, len) = inner
                 .segments
                 .last_key_value()
                 .map(|(first, s)| (*first, s.len))
                 .ok_or_else(|| WalError::Order("no segment to append to".into()))?;
-            let offset = segment.1 + pending.len() as u64;
-            let before = pending.len();
-            segment::encode_record(&payload, &mut pending);
-            let len = (pending.len() - before) as u32;
-            pending_locations.push(Location {
+            let offset = len + pending.bytes.len() as u64;
+            let before = pending.bytes.len();
+            segment::encode_record(&payload, &mut pending.bytes);
+            let record = (pending.bytes.len() - before) as u32;
+            pending.locations.push(Location {
                 log_id: entry.log_id,
-                segment: segment.0,
+                segment: first,
                 offset,
-                len,
+                len: record,
             });
-            pending_entries.push((entry, len as usize));
+            pending.entries.push((entry, record as usize));
         }
-        self.write_pending(&mut inner, &mut pending, &mut pending_locations)?;
-        for (entry, bytes) in pending_entries {
-            inner.cache_bytes += bytes;
-            inner.cache.push_back((entry, bytes));
+        self.write_pending(inner, &mut pending)
+    }
+
+    /// Whether entry `index` goes into the newest segment: it continues that
+    /// segment's records (`last` is the log's last index) and the segment is
+    /// not full, or the segment is empty and named after `index`.
+    fn newest_takes(
+        &self,
+        inner: &Inner,
+        pending: &Pending,
+        index: u64,
+        last: Option<u64>,
+    ) -> bool {
+        let Some((first, newest)) = inner.segments.last_key_value() else {
+            return false;
+        };
+        let written = newest.len + pending.bytes.len() as u64;
+        if written == segment::HEADER_BYTES {
+            return *first == index;
         }
-        while inner.cache.len() > CACHED_ENTRIES || inner.cache_bytes > CACHED_BYTES {
-            match inner.cache.pop_front() {
-                Some((_, bytes)) => inner.cache_bytes -= bytes,
-                None => break,
-            }
-        }
-        Ok(())
+        let holds_the_last = inner.entries.back().is_some_and(|l| l.segment == *first)
+            || !pending.locations.is_empty();
+        holds_the_last && last.is_some_and(|l| l + 1 == index) && written <= self.segment_bytes
     }
 
     /// Writes the records gathered for the newest segment and records where
     /// their entries are.
-    fn write_pending(
-        &self,
-        inner: &mut Inner,
-        pending: &mut Vec<u8>,
-        locations: &mut Vec<Location>,
-    ) -> Result<(), WalError> {
-        if pending.is_empty() {
+    fn write_pending(&self, inner: &mut Inner, pending: &mut Pending) -> Result<(), WalError> {
+        if pending.bytes.is_empty() {
             return Ok(());
         }
-        let Inner {
-            segments,
-            entries,
-            next_index,
-            unsynced,
-            ..
-        } = inner;
-        let segment = segments
+        let segment = inner
+            .segments
             .values_mut()
             .next_back()
             .ok_or_else(|| WalError::Order("no segment to append to".into()))?;
         segment
             .file
-            .write_all_at(pending, segment.len)
+            .write_all_at(&pending.bytes, segment.len)
             .map_err(io("write", &segment.path))?;
-        segment.len += pending.len() as u64;
-        unsynced.file(segment);
-        for location in locations.drain(..) {
-            *next_index = Some(location.log_id.index + 1);
-            entries.push_back(location);
+        segment.len += pending.bytes.len() as u64;
+        inner.unsynced.file(segment);
+        for location in pending.locations.drain(..) {
+            inner.next_index = Some(location.log_id.index + 1);
+            inner.entries.push_back(location);
         }
-        pending.clear();
+        for (entry, bytes) in pending.entries.drain(..) {
+            inner.push_cached(entry, bytes);
+        }
+        pending.bytes.clear();
         Ok(())
     }
 
+    /// Starts the segment for entry `first`. The segment before it is synced
+    /// first, so that a crash can interrupt writes only in the newest segment;
+    /// an empty newest segment under another name (made for entries that never
+    /// came) is removed.
     fn start_segment(&self, inner: &mut Inner, first: u64) -> Result<(), WalError> {
+        let empty = inner
+            .segments
+            .last_key_value()
+            .filter(|(_, s)| s.len == segment::HEADER_BYTES)
+            .map(|(first, _)| *first);
+        if let Some(empty) = empty
+            && let Some(segment) = inner.segments.remove(&empty)
+        {
+            std::fs::remove_file(&segment.path).map_err(io("remove", &segment.path))?;
+            inner.unsynced.directory = true;
+        } else if let Some(previous) = inner.segments.values().next_back() {
+            previous
+                .file
+                .sync_data()
+                .map_err(io("fdatasync", &previous.path))?;
+        }
         let path = self.dir.join(segment::file_name(first));
         let file = OpenOptions::new()
             .read(true)
@@ -462,37 +403,50 @@ impl Wal {
 
     /// Makes everything written so far durable. Called by the flusher thread.
     pub fn sync(&self) -> Result<(), WalError> {
-        let unsynced = std::mem::take(&mut self.lock()?.unsynced);
-        for (file, path) in &unsynced.files {
-            file.sync_data().map_err(io("fdatasync", path))?;
+        let unsynced = std::mem::take(&mut self.lock_healthy()?.unsynced);
+        let result = unsynced
+            .files
+            .iter()
+            .try_for_each(|(file, path)| file.sync_data().map_err(io("fdatasync", path)))
+            .and_then(|()| {
+                if unsynced.directory {
+                    self.directory
+                        .sync_all()
+                        .map_err(io("fsync the directory", &self.dir))
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = &result {
+            self.lock()?.failed = Some(e.to_string());
         }
-        if unsynced.directory {
-            self.directory
-                .sync_all()
-                .map_err(io("fsync the directory", &self.dir))?;
-        }
-        Ok(())
+        result
     }
 
     /// Removes the entries from `index` on (not yet durable: see [`Wal::sync`]).
     pub fn truncate(&self, index: u64) -> Result<(), WalError> {
-        let mut inner = self.lock()?;
+        let mut inner = self.lock_healthy()?;
         let Some(position) = inner.entries.iter().position(|l| l.log_id.index >= index) else {
             return Ok(());
         };
         let cut = inner.entries[position];
-        // Later segments first: a crash between steps leaves a shorter log.
+        // Later segments first, durably: a crash before the cut then leaves a
+        // shorter log, never a hole.
         let later: Vec<u64> = inner
             .segments
             .range(cut.segment + 1..)
             .map(|(first, _)| *first)
             .rev()
             .collect();
-        for first in later {
-            if let Some(segment) = inner.segments.remove(&first) {
-                std::fs::remove_file(&segment.path).map_err(io("remove", &segment.path))?;
-                inner.unsynced.directory = true;
+        if !later.is_empty() {
+            for first in later {
+                if let Some(segment) = inner.segments.remove(&first) {
+                    std::fs::remove_file(&segment.path).map_err(io("remove", &segment.path))?;
+                }
             }
+            self.directory
+                .sync_all()
+                .map_err(io("fsync the directory", &self.dir))?;
         }
         let Inner {
             segments, unsynced, ..
@@ -520,80 +474,94 @@ impl Wal {
     }
 
     /// Drops the entries through `index` and deletes the segments that hold
-    /// nothing else. The caller has made the purge point durable first.
+    /// nothing else. The caller has made the purge point durable first, so a
+    /// segment left behind by a crash is deleted on the next open.
     pub fn purge(&self, index: u64) -> Result<(), WalError> {
-        drop_through(&mut *self.lock()?, index)
+        let dropped = self.lock_healthy()?.drop_through(index);
+        // Outside the lock: deleting a large file can take milliseconds.
+        for path in dropped {
+            std::fs::remove_file(&path).map_err(io("remove", &path))?;
+        }
+        Ok(())
     }
 
     /// The entries with indices in `[start, end)` that the log holds, in order.
     pub fn read(&self, start: u64, end: u64) -> Result<Vec<Entry>, WalError> {
-        let inner = self.lock()?;
-        let Some(first) = inner.entries.front().map(|l| l.log_id.index) else {
-            return Ok(Vec::new());
-        };
-        let from = start.max(first);
-        let to = end.min(first + inner.entries.len() as u64);
-        if from >= to {
-            return Ok(Vec::new());
-        }
-        let cached_from = inner
-            .cache
-            .front()
-            .map_or(u64::MAX, |(e, _)| e.log_id.index);
-        let mut entries = Vec::with_capacity((to - from) as usize);
-        // From the files up to the cache, then from the cache.
-        let mut index = from;
-        let from_files = to.min(cached_from);
-        while index < from_files {
-            let start = (index - first) as usize;
-            let segment = inner.entries[start].segment;
-            let run: Vec<Location> = inner
-                .entries
-                .range(start..(from_files - first) as usize)
-                .take_while(|l| l.segment == segment)
-                .copied()
-                .collect();
-            self.read_run(&inner, &run, &mut entries)?;
-            index += run.len() as u64;
-        }
-        let skip = index.saturating_sub(cached_from) as usize;
-        for (entry, _) in inner.cache.iter().skip(skip) {
-            if entry.log_id.index >= to {
-                break;
+        let (runs, cached) = {
+            let inner = self.lock()?;
+            let Some(first) = inner.entries.front().map(|l| l.log_id.index) else {
+                return Ok(Vec::new());
+            };
+            let from = start.max(first);
+            let to = end.min(first + inner.entries.len() as u64);
+            if from >= to {
+                return Ok(Vec::new());
             }
-            entries.push(entry.clone());
+            let cached_from = inner
+                .cache
+                .front()
+                .map_or(u64::MAX, |(e, _)| e.log_id.index);
+            // From the files up to the cache, then from the cache.
+            let mut runs: Vec<Run> = Vec::new();
+            for location in inner
+                .entries
+                .range((from - first) as usize..(to.min(cached_from).max(from) - first) as usize)
+            {
+                match runs.last_mut() {
+                    Some(run) if run.locations[0].segment == location.segment => {
+                        run.locations.push(*location);
+                    }
+                    _ => {
+                        let segment = inner.segments.get(&location.segment).ok_or_else(|| {
+                            WalError::Order(format!(
+                                "entry {} has no segment",
+                                location.log_id.index
+                            ))
+                        })?;
+                        runs.push(Run {
+                            file: Arc::clone(&segment.file),
+                            path: segment.path.clone(),
+                            locations: vec![*location],
+                        });
+                    }
+                }
+            }
+            let cached: Vec<Entry> = inner
+                .cache
+                .iter()
+                .map(|(entry, _)| entry)
+                .filter(|e| e.log_id.index >= from && e.log_id.index < to)
+                .cloned()
+                .collect();
+            (runs, cached)
+        };
+        let mut entries = Vec::new();
+        for run in &runs {
+            self.read_run(run, &mut entries)?;
         }
+        entries.extend(cached);
         Ok(entries)
     }
 
     /// Reads consecutive records of one segment with one `pread`.
-    fn read_run(
-        &self,
-        inner: &Inner,
-        locations: &[Location],
-        out: &mut Vec<Entry>,
-    ) -> Result<(), WalError> {
-        let (Some(first), Some(last)) = (locations.first(), locations.last()) else {
+    fn read_run(&self, run: &Run, out: &mut Vec<Entry>) -> Result<(), WalError> {
+        let (Some(first), Some(last)) = (run.locations.first(), run.locations.last()) else {
             return Ok(());
         };
-        let segment = inner.segments.get(&first.segment).ok_or_else(|| {
-            WalError::Order(format!("entry {} has no segment", first.log_id.index))
-        })?;
         let start = first.offset;
         let end = last.offset + u64::from(last.len);
         let mut bytes = vec![0u8; (end - start) as usize];
-        segment
-            .file
+        run.file
             .read_exact_at(&mut bytes, start)
-            .map_err(io("read", &segment.path))?;
-        for location in locations {
+            .map_err(io("read", &run.path))?;
+        for location in &run.locations {
             let at = (location.offset - start) as usize;
             let damaged = |reason: String| WalError::Damaged {
                 dir: self.dir.clone(),
                 reason: format!(
                     "entry {} in {}: {reason}",
                     location.log_id.index,
-                    segment.path.display()
+                    run.path.display()
                 ),
             };
             let (payload, _) =
@@ -608,36 +576,17 @@ impl Wal {
     }
 }
 
-/// Drops the entries through `index` and deletes the segments that hold
-/// nothing else.
-fn drop_through(inner: &mut Inner, index: u64) -> Result<(), WalError> {
-    while inner
-        .entries
-        .front()
-        .is_some_and(|l| l.log_id.index <= index)
-    {
-        inner.entries.pop_front();
-    }
-    while inner
-        .cache
-        .front()
-        .is_some_and(|(e, _)| e.log_id.index <= index)
-    {
-        if let Some((_, bytes)) = inner.cache.pop_front() {
-            inner.cache_bytes -= bytes;
-        }
-    }
-    // A segment holds entries up to the next one's first index; the newest
-    // stays, since appends continue it.
-    let firsts: Vec<u64> = inner.segments.keys().copied().collect();
-    for pair in firsts.windows(2) {
-        let (first, next) = (pair[0], pair[1]);
-        if next <= index + 1
-            && let Some(segment) = inner.segments.remove(&first)
-        {
-            std::fs::remove_file(&segment.path).map_err(io("remove", &segment.path))?;
-        }
-    }
-    inner.next_index = Some(inner.next_index.map_or(index + 1, |n| n.max(index + 1)));
-    Ok(())
+/// Records gathered for one write.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    locations: Vec<Location>,
+    entries: Vec<(Entry, usize)>,
+}
+
+/// Consecutive entries of one segment, read with one `pread`.
+struct Run {
+    file: Arc<File>,
+    path: PathBuf,
+    locations: Vec<Location>,
 }

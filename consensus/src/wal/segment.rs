@@ -9,6 +9,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::types::LogId;
@@ -133,8 +134,21 @@ pub struct Scan {
     pub records: Vec<Record>,
     /// Where the intact records end.
     pub end: u64,
+    /// The file's length.
+    pub file_len: u64,
     /// Why reading stopped before the end of the file, if it did.
-    pub damage: Option<String>,
+    pub damage: Option<Damage>,
+}
+
+/// Bytes after the intact records that are not a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// What is wrong with them.
+    pub reason: String,
+    /// Whether an intact entry record lies somewhere after them. A write a
+    /// crash interrupted is the last thing in its file; damage with records
+    /// after it is corruption of data that was there before.
+    pub records_follow: bool,
 }
 
 /// Why a segment cannot be read at all.
@@ -148,18 +162,14 @@ pub enum ScanError {
     Header(String),
 }
 
-/// Reads every record of a segment, stopping at the first damaged or incomplete
-/// one (what follows it is reported, never trusted).
-pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
-    let file_len = file.metadata()?.len();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut head = [0u8; HEADER_BYTES as usize];
-    reader.read_exact(&mut head).map_err(|e| {
-        ScanError::Header(format!(
-            "{} has no complete segment header ({e})",
+/// Checks a segment's header (`head`, the file's first bytes).
+pub fn check_header(head: &[u8], path: &Path) -> Result<(), ScanError> {
+    if head.len() < HEADER_BYTES as usize {
+        return Err(ScanError::Header(format!(
+            "{} has no complete segment header",
             path.display()
-        ))
-    })?;
+        )));
+    }
     if &head[..8] != MAGIC {
         return Err(ScanError::Header(format!(
             "{} is not a corral log segment",
@@ -174,17 +184,36 @@ pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
             path.display()
         )));
     }
+    Ok(())
+}
+
+/// Reads every record of a segment, stopping at the first damaged or incomplete
+/// one; what follows it is looked through for intact records, never trusted.
+pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
+    let file_len = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut head = [0u8; HEADER_BYTES as usize];
+    reader.read_exact(&mut head).map_err(|e| {
+        ScanError::Header(format!(
+            "{} has no complete segment header ({e})",
+            path.display()
+        ))
+    })?;
+    check_header(&head, path)?;
     let mut scan = Scan {
         end: HEADER_BYTES,
+        file_len,
         ..Scan::default()
     };
     let mut buffer = Vec::new();
-    while scan.end < file_len {
+    let reason = loop {
+        if scan.end >= file_len {
+            return Ok(scan);
+        }
         let remaining = file_len - scan.end;
         let mut record_header = [0u8; RECORD_HEADER_BYTES];
         if remaining < RECORD_HEADER_BYTES as u64 {
-            scan.damage = Some(format!("{remaining} bytes of an unfinished record header"));
-            break;
+            break format!("{remaining} bytes of an unfinished record header");
         }
         reader.read_exact(&mut record_header)?;
         let payload_len = u32::from_le_bytes([
@@ -195,10 +224,7 @@ pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
         ]);
         let total = RECORD_HEADER_BYTES as u64 + u64::from(payload_len);
         if payload_len > MAX_PAYLOAD_BYTES || total > remaining {
-            scan.damage = Some(format!(
-                "a record of {total} bytes where {remaining} remain"
-            ));
-            break;
+            break format!("a record of {total} bytes where {remaining} remain");
         }
         buffer.clear();
         buffer.extend_from_slice(&record_header);
@@ -206,16 +232,17 @@ pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
         reader.read_exact(&mut buffer[RECORD_HEADER_BYTES..])?;
         let payload = match decode_record(&buffer) {
             Ok((payload, _)) => payload,
-            Err(e) => {
-                scan.damage = Some(e.to_string());
-                break;
-            }
+            Err(e) => break e.to_string(),
         };
         let log_id = match log_id_of(payload) {
             Ok(id) => id,
             Err(e) => {
-                scan.damage = Some(format!("a record that is not an entry: {e}"));
-                break;
+                // Intact by its checksum, yet not an entry: not a torn write.
+                scan.damage = Some(Damage {
+                    reason: format!("a record that is not an entry: {e}"),
+                    records_follow: true,
+                });
+                return Ok(scan);
             }
         };
         scan.records.push(Record {
@@ -224,8 +251,40 @@ pub fn scan(file: &File, path: &Path) -> Result<Scan, ScanError> {
             len: total as u32,
         });
         scan.end += total;
-    }
+    };
+    let rest = read_from(file, scan.end, file_len)?;
+    let after = scan.records.last().map(|r| r.log_id.index);
+    scan.damage = Some(Damage {
+        reason,
+        records_follow: entry_record_within(&rest, after),
+    });
     Ok(scan)
+}
+
+/// A file's bytes from `from` to `end`.
+fn read_from(file: &File, from: u64, end: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; end.saturating_sub(from) as usize];
+    file.read_exact_at(&mut bytes, from)?;
+    Ok(bytes)
+}
+
+/// Whether an intact record of an entry after `after` (any entry when `None`)
+/// starts anywhere in `bytes` past its first byte.
+pub fn entry_record_within(bytes: &[u8], after: Option<u64>) -> bool {
+    (1..bytes.len()).any(|at| {
+        let candidate = &bytes[at..];
+        let Some(length) = candidate.get(..4) else {
+            return false;
+        };
+        let length = u32::from_le_bytes([length[0], length[1], length[2], length[3]]);
+        if length == 0 || RECORD_HEADER_BYTES + length as usize > candidate.len() {
+            return false;
+        }
+        decode_record(candidate)
+            .ok()
+            .and_then(|(payload, _)| log_id_of(payload).ok())
+            .is_some_and(|id| after.is_none_or(|a| id.index > a))
+    })
 }
 
 #[cfg(test)]

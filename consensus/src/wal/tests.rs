@@ -225,27 +225,148 @@ fn a_segment_created_just_before_a_crash_is_removed() {
 #[test]
 fn a_segment_of_another_format_is_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    drop(open(dir.path(), None));
-    let mut header = segment::header();
-    header[8] = 9;
-    std::fs::write(
-        dir.path().join(DIRECTORY).join(segment::file_name(1)),
-        header,
-    )
-    .expect("write");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=3).map(|i| entry(1, i, 10)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let only = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).pop().expect("a segment"));
+    let mut bytes = std::fs::read(&only).expect("read");
+    bytes[8] = 9;
+    std::fs::write(&only, bytes).expect("write");
     let error = Wal::open_with_segments_of(dir.path(), None, SMALL_SEGMENTS)
         .err()
         .expect("refused");
     assert!(error.to_string().contains("format 9"), "{error}");
 }
 
+#[test]
+fn a_flipped_bit_with_intact_records_after_it_refuses_to_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = Wal::open_with_segments_of(dir.path(), None, 1 << 20).expect("opens");
+        wal.append((1..=10).map(|i| entry(1, i, 100)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let only = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).pop().expect("a segment"));
+    let mut bytes = std::fs::read(&only).expect("read");
+    // Inside the first record's payload: nine acknowledged records follow.
+    bytes[segment::HEADER_BYTES as usize + 20] ^= 0x01;
+    std::fs::write(&only, bytes).expect("write");
+    let error = Wal::open_with_segments_of(dir.path(), None, 1 << 20)
+        .err()
+        .expect("refused");
+    assert!(
+        error.to_string().contains("intact records follow"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_last_record_whose_blocks_never_reached_the_disk_is_cut_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=3).map(|i| entry(1, i, 100)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let newest = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).pop().expect("a segment"));
+    let mut bytes = std::fs::read(&newest).expect("read");
+    // The file's length made it, the last record's last bytes did not.
+    let length = bytes.len();
+    bytes[length - 30..].fill(0);
+    std::fs::write(&newest, bytes).expect("write");
+    assert_eq!(indices(&open(dir.path(), None)), vec![1, 2]);
+}
+
+#[test]
+fn an_empty_newest_segment_under_a_name_the_log_does_not_continue_at_is_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_dir = dir.path().join(DIRECTORY);
+    {
+        // A log of nothing but an empty segment named 5: the first append (1)
+        // goes into a segment of its own name.
+        drop(open(dir.path(), None));
+        std::fs::write(log_dir.join(segment::file_name(5)), segment::header()).expect("write");
+        let wal = open(dir.path(), None);
+        wal.append((1..=3).map(|i| entry(1, i, 10)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    assert_eq!(indices(&open(dir.path(), None)), vec![1, 2, 3]);
+    // Entries 1..3, then an empty segment named 10 (made for entries a crash
+    // lost): it goes at open, and the log continues at 4.
+    std::fs::write(log_dir.join(segment::file_name(10)), segment::header()).expect("write");
+    let wal = open(dir.path(), None);
+    assert!(!log_dir.join(segment::file_name(10)).exists());
+    wal.append((4..=6).map(|i| entry(1, i, 10)))
+        .expect("append");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(
+        indices(&open(dir.path(), None)),
+        (1..=6).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn segments_wholly_below_the_purge_point_are_deleted_unread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = open(dir.path(), None);
+        wal.append((1..=40).map(|i| entry(1, i, 300)))
+            .expect("append");
+        wal.sync().expect("sync");
+    }
+    let oldest = dir
+        .path()
+        .join(DIRECTORY)
+        .join(segments(dir.path()).first().expect("a segment"));
+    // Damage that a purge made irrelevant (the crash came before the delete).
+    std::fs::write(&oldest, b"not a segment at all").expect("write");
+    let wal = open(dir.path(), Some(30));
+    assert_eq!(indices(&wal), (31..=40).collect::<Vec<_>>());
+    assert!(!oldest.exists());
+}
+
 /// One step of the model test.
 #[derive(Debug, Clone)]
 enum Op {
-    Append { count: u64, bytes: usize },
-    Truncate { back: u64 },
-    Purge { forward: u64 },
+    Append {
+        count: u64,
+        bytes: usize,
+    },
+    Truncate {
+        back: u64,
+    },
+    Purge {
+        forward: u64,
+    },
+    /// Sync, then close and open again.
     Reopen,
+    /// Sync (acknowledging what is written so far).
+    Sync,
+    /// Power cut: the newest segment keeps what its last sync made durable and
+    /// any part of what was written after (`kept` of it), the rest of its
+    /// length as zeros (`zeros`) or gone; a segment created since the last
+    /// sync may vanish (`lose_new`). Then open again.
+    Crash {
+        kept: f64,
+        zeros: bool,
+        lose_new: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -254,21 +375,70 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u64..10).prop_map(|back| Op::Truncate { back }),
         1 => (0u64..14).prop_map(|forward| Op::Purge { forward }),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Sync),
+        2 => (0.0f64..1.0, any::<bool>(), any::<bool>())
+            .prop_map(|(kept, zeros, lose_new)| Op::Crash { kept, zeros, lose_new }),
     ]
 }
 
+/// The newest segment file and its length.
+fn newest_segment(dir: &Path) -> Option<(PathBuf, u64)> {
+    let name = segments(dir).pop()?;
+    let path = dir.join(DIRECTORY).join(name);
+    let length = std::fs::metadata(&path).expect("metadata").len();
+    Some((path, length))
+}
+
+/// What a power cut leaves of the newest segment (see [`Op::Crash`]).
+fn cut_power(dir: &Path, synced: &Option<(PathBuf, u64)>, kept: f64, zeros: bool, lose_new: bool) {
+    let Some((path, length)) = newest_segment(dir) else {
+        return;
+    };
+    let durable = match synced {
+        Some((synced_path, synced_len)) if *synced_path == path => *synced_len,
+        // Created since the last sync: nothing of it need have survived.
+        _ if lose_new => {
+            std::fs::remove_file(&path).expect("remove");
+            return;
+        }
+        _ => 0,
+    };
+    let keep = durable + ((length - durable) as f64 * kept) as u64;
+    let file = OpenOptions::new().write(true).open(&path).expect("open");
+    file.set_len(keep).expect("cut");
+    if zeros {
+        file.set_len(length).expect("zeros");
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_log_holds_what_a_map_would(ops in proptest::collection::vec(op(), 1..40)) {
+    fn the_log_holds_what_a_map_would_across_reopening_and_power_cuts(
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut wal = open(dir.path(), None);
         let mut model: BTreeMap<u64, Entry> = BTreeMap::new();
         let mut purged: Option<u64> = None;
         let mut next = 1u64;
         let mut term = 1u64;
+        // The entries and the newest segment's length at the last sync.
+        let mut acknowledged: BTreeMap<u64, Entry> = BTreeMap::new();
+        let mut synced_newest: Option<(PathBuf, u64)> = None;
+        // A power cut is simulated only where the last sync is all it can fall
+        // back to: with no truncation or purge since (those sync themselves).
+        let mut reshaped_since_sync = false;
         for op in ops {
+            let sync_point = matches!(op, Op::Sync | Op::Reopen)
+                || matches!(op, Op::Crash { .. }) && reshaped_since_sync;
+            if sync_point {
+                wal.sync().expect("sync");
+                acknowledged = model.clone();
+                synced_newest = newest_segment(dir.path());
+                reshaped_since_sync = false;
+            }
             match op {
                 Op::Append { count, bytes } => {
                     let entries: Vec<Entry> =
@@ -286,6 +456,7 @@ proptest! {
                     model.retain(|i, _| *i < at);
                     next = at;
                     term += 1;
+                    reshaped_since_sync = true;
                 }
                 Op::Purge { forward } => {
                     let to = purged.unwrap_or(0) + forward;
@@ -293,11 +464,39 @@ proptest! {
                     model.retain(|i, _| *i > to);
                     purged = Some(to);
                     next = next.max(to + 1);
+                    reshaped_since_sync = true;
                 }
+                Op::Sync => {}
                 Op::Reopen => {
-                    wal.sync().expect("sync");
                     drop(wal);
                     wal = open(dir.path(), purged);
+                }
+                Op::Crash { kept, zeros, lose_new } => {
+                    drop(wal);
+                    cut_power(dir.path(), &synced_newest, kept, zeros, lose_new);
+                    wal = open(dir.path(), purged);
+                    let survived: BTreeMap<u64, Entry> = wal
+                        .read(0, u64::MAX)
+                        .expect("read")
+                        .into_iter()
+                        .map(|e| (e.log_id.index, e))
+                        .collect();
+                    // Everything acknowledged survived; anything more is what
+                    // was written (the reads below check there is no hole).
+                    for (index, entry) in &acknowledged {
+                        prop_assert_eq!(survived.get(index), Some(entry), "lost {}", index);
+                    }
+                    for (index, entry) in &survived {
+                        prop_assert_eq!(model.get(index), Some(entry), "invented {}", index);
+                    }
+                    model = survived;
+                    next = model
+                        .keys()
+                        .next_back()
+                        .map_or(purged.map_or(1, |p| p + 1), |last| last + 1);
+                    wal.sync().expect("sync");
+                    acknowledged = model.clone();
+                    synced_newest = newest_segment(dir.path());
                 }
             }
             let held = wal.read(0, u64::MAX).expect("read");
