@@ -60,13 +60,18 @@ fn defensive(message: String) -> StorageError {
 }
 
 /// The purge point recorded in `db` (the write-ahead log opens from it).
-pub fn last_purged(db: &sled::Db) -> Result<Option<LogId>, String> {
-    let meta = db.open_tree(META_TREE).map_err(|e| e.to_string())?;
-    match meta.get(LAST_PURGED).map_err(|e| e.to_string())? {
-        Some(bytes) => postcard::from_bytes(&bytes)
-            .map(Some)
-            .map_err(|e| format!("the recorded purge point does not decode: {e}")),
-        None => Ok(None),
+pub fn last_purged(db: &sled::Db) -> Result<Option<LogId>, StorageError> {
+    let meta = db
+        .open_tree(META_TREE)
+        .map_err(|e| StorageIOError::read_logs(&e))?;
+    purge_point(&meta)
+}
+
+fn purge_point(meta: &sled::Tree) -> Result<Option<LogId>, StorageError> {
+    match meta.get(LAST_PURGED) {
+        Ok(Some(bytes)) => decode(&bytes, ErrorSubject::Logs).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(StorageIOError::read_logs(&e).into()),
     }
 }
 
@@ -135,7 +140,7 @@ impl LogStore {
     }
 
     fn last_purged(&self) -> Result<Option<LogId>, StorageError> {
-        self.read_meta(LAST_PURGED, ErrorSubject::Logs)
+        purge_point(&self.meta)
     }
 
     /// Checks the log: every entry reads back and decodes under its own index,

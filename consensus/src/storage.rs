@@ -44,7 +44,7 @@ impl Storage {
             path: dir.display().to_string(),
             reason,
         };
-        let purged = log_store::last_purged(&db).map_err(damaged)?;
+        let purged = log_store::last_purged(&db).map_err(|e| damaged(e.to_string()))?;
         let wal = Arc::new(
             Wal::open(dir, purged.map(|id| id.index)).map_err(|e| damaged(e.to_string()))?,
         );

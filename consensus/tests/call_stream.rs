@@ -33,6 +33,15 @@ fn account_under(name: &str, parent: &str) -> Command {
     }
 }
 
+/// A peer client with a controller's certificate, as a forwarding replica has.
+fn forwarder(cluster: &TestCluster) -> PeerNetwork {
+    let tls = cluster
+        .ca
+        .material(Role::Controller, "forwarder", &[])
+        .unwrap();
+    PeerNetwork::new(tls.client_config())
+}
+
 /// Proposes `command` to `target`: the transport's failure, or the replica's
 /// answer.
 async fn propose(
@@ -53,11 +62,7 @@ async fn concurrent_calls_on_one_stream_each_get_their_own_answer() {
     let cluster = TestCluster::start(3).await;
     let leader = cluster.leader().await;
     let addr = cluster.addrs[&leader].to_string();
-    let tls = cluster
-        .ca
-        .material(Role::Controller, "forwarder", &[])
-        .unwrap();
-    let network = Arc::new(PeerNetwork::new(tls.client_config()));
+    let network = Arc::new(forwarder(&cluster));
     // Half are accepted, half refused naming their own missing parent: an
     // answer handed to the wrong caller shows.
     let calls: Vec<_> = (0..200)
@@ -97,11 +102,7 @@ async fn a_call_to_a_stopped_replica_fails_and_its_restart_gets_a_new_stream() {
     let mut cluster = TestCluster::start(3).await;
     let leader = cluster.leader().await;
     let addr = cluster.addrs[&leader].to_string();
-    let tls = cluster
-        .ca
-        .material(Role::Controller, "forwarder", &[])
-        .unwrap();
-    let network = PeerNetwork::new(tls.client_config());
+    let network = forwarder(&cluster);
     let first = propose(&network, leader, &addr, mark("before")).await;
     assert!(
         matches!(first, Ok(Ok(ref r)) if r.iter().all(Result::is_ok)),

@@ -38,6 +38,25 @@ fn open(dir: &Path, purged: Option<u64>) -> Wal {
     Wal::open_with_segments_of(dir, purged, SMALL_SEGMENTS).expect("the log opens")
 }
 
+/// A log in `dir` holding entries `indices` of `bytes` each, synced and closed.
+fn written(dir: &Path, indices: std::ops::RangeInclusive<u64>, bytes: usize) {
+    let wal = open(dir, None);
+    wal.append(indices.map(|i| entry(1, i, bytes)))
+        .expect("append");
+    wal.sync().expect("sync");
+}
+
+/// The path of the first or last segment file in `dir`.
+fn segment_path(dir: &Path, newest: bool) -> PathBuf {
+    let mut names = segments(dir);
+    let name = if newest {
+        names.pop()
+    } else {
+        names.into_iter().next()
+    };
+    dir.join(DIRECTORY).join(name.expect("a segment"))
+}
+
 fn indices(wal: &Wal) -> Vec<u64> {
     wal.read(0, u64::MAX)
         .expect("readable")
@@ -155,12 +174,7 @@ fn after_a_purge_past_the_end_the_log_continues_after_the_purge_point() {
 #[test]
 fn a_write_torn_by_a_crash_at_the_end_is_cut_off_and_the_rest_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=3).map(|i| entry(1, i, 100)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
+    written(dir.path(), 1..=3, 100);
     let newest = dir
         .path()
         .join(DIRECTORY)
@@ -181,16 +195,8 @@ fn a_write_torn_by_a_crash_at_the_end_is_cut_off_and_the_rest_kept() {
 #[test]
 fn damage_before_the_newest_segment_refuses_to_open() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=40).map(|i| entry(1, i, 300)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
-    let first = dir
-        .path()
-        .join(DIRECTORY)
-        .join(segments(dir.path()).first().expect("a segment"));
+    written(dir.path(), 1..=40, 300);
+    let first = segment_path(dir.path(), false);
     let mut bytes = std::fs::read(&first).expect("read");
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
@@ -208,12 +214,7 @@ fn damage_before_the_newest_segment_refuses_to_open() {
 #[test]
 fn a_segment_created_just_before_a_crash_is_removed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=3).map(|i| entry(1, i, 10)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
+    written(dir.path(), 1..=3, 10);
     let stray = dir.path().join(DIRECTORY).join(segment::file_name(4));
     std::fs::write(&stray, &segment::header()[..5]).expect("write");
     let wal = open(dir.path(), None);
@@ -225,16 +226,8 @@ fn a_segment_created_just_before_a_crash_is_removed() {
 #[test]
 fn a_segment_of_another_format_is_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=3).map(|i| entry(1, i, 10)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
-    let only = dir
-        .path()
-        .join(DIRECTORY)
-        .join(segments(dir.path()).pop().expect("a segment"));
+    written(dir.path(), 1..=3, 10);
+    let only = segment_path(dir.path(), true);
     let mut bytes = std::fs::read(&only).expect("read");
     bytes[8] = 9;
     std::fs::write(&only, bytes).expect("write");
@@ -253,10 +246,7 @@ fn a_flipped_bit_with_intact_records_after_it_refuses_to_open() {
             .expect("append");
         wal.sync().expect("sync");
     }
-    let only = dir
-        .path()
-        .join(DIRECTORY)
-        .join(segments(dir.path()).pop().expect("a segment"));
+    let only = segment_path(dir.path(), true);
     let mut bytes = std::fs::read(&only).expect("read");
     // Inside the first record's payload: nine acknowledged records follow.
     bytes[segment::HEADER_BYTES as usize + 20] ^= 0x01;
@@ -273,16 +263,8 @@ fn a_flipped_bit_with_intact_records_after_it_refuses_to_open() {
 #[test]
 fn a_last_record_whose_blocks_never_reached_the_disk_is_cut_off() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=3).map(|i| entry(1, i, 100)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
-    let newest = dir
-        .path()
-        .join(DIRECTORY)
-        .join(segments(dir.path()).pop().expect("a segment"));
+    written(dir.path(), 1..=3, 100);
+    let newest = segment_path(dir.path(), true);
     let mut bytes = std::fs::read(&newest).expect("read");
     // The file's length made it, the last record's last bytes did not.
     let length = bytes.len();
@@ -324,16 +306,8 @@ fn an_empty_newest_segment_under_a_name_the_log_does_not_continue_at_is_replaced
 #[test]
 fn segments_wholly_below_the_purge_point_are_deleted_unread() {
     let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let wal = open(dir.path(), None);
-        wal.append((1..=40).map(|i| entry(1, i, 300)))
-            .expect("append");
-        wal.sync().expect("sync");
-    }
-    let oldest = dir
-        .path()
-        .join(DIRECTORY)
-        .join(segments(dir.path()).first().expect("a segment"));
+    written(dir.path(), 1..=40, 300);
+    let oldest = segment_path(dir.path(), false);
     // Damage that a purge made irrelevant (the crash came before the delete).
     std::fs::write(&oldest, b"not a segment at all").expect("write");
     let wal = open(dir.path(), Some(30));
