@@ -3,6 +3,11 @@
 //! be in flight at once; every caller is answered only when its entry commits.
 //! A caller's commands are encoded once, here, on the caller's task; the entry
 //! is their encodings back to back (see [`crate::types::Proposal`]).
+//!
+//! Under load an idle replica also waits a little for the callers a commit has
+//! just answered (see [`lingers`]): callers come straight back with their next
+//! command, and proposing without them splits them over two entries, each
+//! paying an append, an fsync and a replication round on every replica.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,6 +16,7 @@ use std::time::Duration;
 use corral_state::{Command, Outcome, Rejection};
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::error::ProposeError;
 use crate::types::{EncodedCommands, Raft, ReplicaId};
@@ -28,6 +34,12 @@ pub const MAX_ENTRIES_IN_FLIGHT: usize = 3;
 /// Fewest commands an entry needs to be proposed while another is in flight
 /// (see [`ready`]).
 pub const MIN_COMMANDS_TO_OVERLAP: usize = 48;
+/// Longest an idle replica waits for the callers it expects back (tokio's
+/// timers count whole milliseconds, so this is the shortest bound they keep).
+pub const MAX_LINGER: Duration = Duration::from_millis(1);
+/// Fewest commands a commit must have answered for the replica to wait for
+/// their callers: below it the load is light and proposals go at once.
+pub const MIN_ANSWERED_TO_LINGER: usize = 16;
 /// Most proposals waiting to be batched before callers are pushed back.
 const QUEUE_DEPTH: usize = 16 * 1024;
 
@@ -37,6 +49,8 @@ pub type Results = Result<Vec<Result<Outcome, Rejection>>, ProposeError>;
 struct Waiting {
     commands: EncodedCommands,
     answer: oneshot::Sender<Results>,
+    /// When it was queued.
+    arrived: Instant,
 }
 
 /// The proposer of one replica.
@@ -77,6 +91,7 @@ impl Proposer {
                 .send(Waiting {
                     commands: encoded,
                     answer,
+                    arrived: Instant::now(),
                 })
                 .await
                 .is_err()
@@ -160,14 +175,51 @@ fn ready(gathering: &Gathering, in_flight: usize) -> bool {
     }
 }
 
+/// What the commits that ended since the proposer last looked answered.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Answered {
+    /// Commands answered.
+    commands: usize,
+    /// When the last of those commits ended.
+    at: Option<Instant>,
+}
+
+/// How many commands an idle replica expects to propose together: those the
+/// last commits answered (their callers come back) plus those that were
+/// already waiting when it ended. `None` when the load is too light to wait.
+fn expected_commands(answered: Answered, gathering: &Gathering) -> Option<usize> {
+    let at = answered.at?;
+    if answered.commands < MIN_ANSWERED_TO_LINGER {
+        return None;
+    }
+    let waiting_then: usize = gathering
+        .group
+        .iter()
+        .filter(|w| w.arrived <= at)
+        .map(|w| w.commands.len())
+        .sum();
+    Some(answered.commands + waiting_then)
+}
+
+/// Whether an idle replica waits for more callers before proposing.
+fn lingers(gathering: &Gathering, in_flight: usize, expected: Option<usize>) -> bool {
+    in_flight == 0 && !gathering.full() && expected.is_some_and(|e| gathering.commands < e)
+}
+
 /// One entry's place among those in flight, given back when its commit ends.
 struct InFlightSlot {
     in_flight: Arc<AtomicUsize>,
     committed: Arc<Notify>,
+    answered: Arc<std::sync::Mutex<Answered>>,
+    commands: usize,
 }
 
 impl Drop for InFlightSlot {
     fn drop(&mut self) {
+        if let Ok(mut answered) = self.answered.lock() {
+            answered.commands += self.commands;
+            answered.at = Some(Instant::now());
+        }
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.committed.notify_one();
     }
@@ -176,6 +228,7 @@ impl Drop for InFlightSlot {
 async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: Duration) {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let committed = Arc::new(Notify::new());
+    let answered: Arc<std::sync::Mutex<Answered>> = Arc::default();
     let mut gathering = Gathering::default();
     let mut open = true;
     loop {
@@ -189,6 +242,16 @@ async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: 
             }
         }
         gathering.drain(&mut receiver);
+        if in_flight.load(Ordering::Acquire) == 0 {
+            let since = answered
+                .lock()
+                .map(|mut a| std::mem::take(&mut *a))
+                .unwrap_or_default();
+            let expected = expected_commands(since, &gathering);
+            if open && lingers(&gathering, 0, expected) {
+                open = linger(&mut gathering, &mut receiver, expected).await;
+            }
+        }
         if ready(&gathering, in_flight.load(Ordering::Acquire)) {
             in_flight.fetch_add(1, Ordering::AcqRel);
             let (raft, group) = (raft.clone(), gathering.take());
@@ -196,6 +259,8 @@ async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: 
             let slot = InFlightSlot {
                 in_flight: Arc::clone(&in_flight),
                 committed: Arc::clone(&committed),
+                answered: Arc::clone(&answered),
+                commands: group.iter().map(|w| w.commands.len()).sum(),
             };
             tokio::spawn(async move {
                 let _slot = slot;
@@ -213,6 +278,27 @@ async fn batch_loop(raft: Raft, mut receiver: mpsc::Receiver<Waiting>, timeout: 
             () = committed.notified() => {}
         }
     }
+}
+
+/// Gathers callers until `expected` commands are there, the entry is full, or
+/// [`MAX_LINGER`] has passed. Returns whether the queue is still open.
+async fn linger(
+    gathering: &mut Gathering,
+    receiver: &mut mpsc::Receiver<Waiting>,
+    expected: Option<usize>,
+) -> bool {
+    let deadline = Instant::now() + MAX_LINGER;
+    while lingers(gathering, 0, expected) {
+        match tokio::time::timeout_at(deadline, receiver.recv()).await {
+            Ok(Some(waiting)) => {
+                gathering.push(waiting);
+                gathering.drain(receiver);
+            }
+            Ok(None) => return false,
+            Err(_) => break,
+        }
+    }
+    true
 }
 
 async fn commit(raft: &Raft, group: Vec<Waiting>, timeout: Duration) {
@@ -306,6 +392,7 @@ mod tests {
         Waiting {
             commands: encoded,
             answer: oneshot::channel().0,
+            arrived: Instant::now(),
         }
     }
 
@@ -334,6 +421,57 @@ mod tests {
         assert_eq!(heavy.bytes, MAX_ENTRY_BYTES);
         assert!(heavy.full());
         assert!(ready(&heavy, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_replica_waits_for_the_callers_a_busy_commit_answered() {
+        let before = gathered((0..32).map(|_| caller(1, 100)));
+        tokio::time::advance(Duration::from_micros(100)).await;
+        let commit = Instant::now();
+        tokio::time::advance(Duration::from_micros(100)).await;
+        // 32 answered, 32 were waiting: 64 expected, including the answered
+        // callers that come back after the commit.
+        let answered = Answered {
+            commands: 32,
+            at: Some(commit),
+        };
+        assert_eq!(expected_commands(answered, &before), Some(64));
+        let mut after = before;
+        (0..8).for_each(|_| after.push(caller(1, 100)));
+        assert_eq!(expected_commands(answered, &after), Some(64));
+        assert!(lingers(&after, 0, Some(64)));
+        // Not while an entry is in flight (that is already a wait), not once
+        // as many are there, not when the commits answered few (light load).
+        assert!(!lingers(&after, 1, Some(64)));
+        assert!(!lingers(&after, 0, Some(40)));
+        let light = Answered {
+            commands: MIN_ANSWERED_TO_LINGER - 1,
+            at: Some(commit),
+        };
+        assert_eq!(expected_commands(light, &after), None);
+        assert_eq!(expected_commands(Answered::default(), &after), None);
+        // A full entry never waits.
+        let heavy = gathered([
+            caller(1, MAX_ENTRY_BYTES / 2),
+            caller(1, MAX_ENTRY_BYTES / 2),
+        ]);
+        assert!(!lingers(&heavy, 0, Some(512)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lingering_ends_with_the_expected_callers_or_after_the_longest_wait() {
+        let (queue, mut receiver) = mpsc::channel(QUEUE_DEPTH);
+        let mut gathering = gathered((0..4).map(|_| caller(1, 100)));
+        for _ in 0..4 {
+            queue.send(caller(1, 100)).await.expect("queued");
+        }
+        assert!(linger(&mut gathering, &mut receiver, Some(8)).await);
+        assert_eq!(gathering.commands, 8);
+        let started = Instant::now();
+        assert!(linger(&mut gathering, &mut receiver, Some(9)).await);
+        assert_eq!(started.elapsed(), MAX_LINGER);
+        drop(queue);
+        assert!(!linger(&mut gathering, &mut receiver, Some(9)).await);
     }
 
     #[test]
