@@ -52,13 +52,18 @@ pub enum SnapshotError {
 
 /// Encodes `state` as a snapshot.
 pub fn encode(state: &ClusterState) -> Result<Vec<u8>, SnapshotError> {
-    let body = postcard::to_stdvec(state).map_err(|e| SnapshotError::Encode(e.to_string()))?;
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
+    // The body is encoded in place after the header (a large state's body is
+    // hundreds of MB: copying it once more costs as much as encoding it).
+    let mut out = Vec::with_capacity(HEADER_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&Sha256::digest(&body));
+    out.extend_from_slice(&0u64.to_le_bytes());
+    let mut out =
+        postcard::to_extend(state, out).map_err(|e| SnapshotError::Encode(e.to_string()))?;
+    let body_len = (out.len() - HEADER_LEN) as u64;
+    out[12..HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
+    let checksum = Sha256::digest(&out[HEADER_LEN..]);
+    out.extend_from_slice(&checksum);
     Ok(out)
 }
 
