@@ -3,7 +3,7 @@
 //! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a log
 //! of entries in segment files ([`wal`]) with its metadata in sled
 //! ([`log_store`]), and a state machine that applies `corral_state::Command`s
-//! ([`state_machine`]) with its snapshot in sled, opened together by
+//! ([`state_machine`]) with its snapshot in a file ([`snapshot_file`]), opened together by
 //! [`storage`]; peer RPC runs over tonic and mutual TLS ([`network`],
 //! [`peer_service`], [`tls`]), open to controller certificates only. Every fsync
 //! goes through one thread ([`flusher`]), which also gives group commit. The
@@ -25,6 +25,8 @@ pub mod network;
 pub mod peer_service;
 pub mod proposer;
 pub mod replica;
+pub mod snapshot_data;
+pub mod snapshot_file;
 pub mod state_machine;
 pub mod storage;
 pub mod tls;

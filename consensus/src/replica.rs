@@ -37,8 +37,8 @@ const SLED_SEGMENT_BYTES: usize = 8 << 20;
 /// sled's default segment size, which databases made before 8 MiB keep.
 const SLED_DEFAULT_SEGMENT_BYTES: usize = 512 << 10;
 
-/// Opens (or creates) a replica's sled database (vote, purge point, snapshot;
-/// the log's entries are in the [`crate::wal`]).
+/// Opens (or creates) a replica's sled database (vote, purge point; the log's
+/// entries are in the [`crate::wal`], the snapshot in [`crate::snapshot_file`]).
 ///
 /// Only our flusher thread fsyncs: sled's own periodic flush is off. New
 /// databases get 8 MiB segments (from when the log was in sled and its pages
@@ -173,7 +173,7 @@ pub struct ReplicaMetrics {
     pub fsync_requests: u64,
     /// Time spent in fsync, microseconds.
     pub fsync_micros: u64,
-    /// Bytes the database and the log's segments take on disk.
+    /// Bytes the database, the log's segments and the snapshot take on disk.
     pub disk_bytes: u64,
 }
 
@@ -194,6 +194,7 @@ struct StorageFigures {
     flusher: Arc<Flusher>,
     db: sled::Db,
     wal: Arc<Wal>,
+    state: StateMachineStore,
 }
 
 /// A running replica.
@@ -264,7 +265,12 @@ impl Replica {
         let peer_addr = incoming
             .local_addr()
             .map_err(|e| StartError::Peer(e.to_string()))?;
-        let storage = StorageFigures { flusher, db, wal };
+        let storage = StorageFigures {
+            flusher,
+            db,
+            wal,
+            state: state.clone(),
+        };
         let metrics = {
             let (raft, storage, id) = (raft.clone(), storage.clone(), config.id);
             Arc::new(move || collect_metrics(id, &raft, &storage))
@@ -559,7 +565,9 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> Repl
         fsyncs: stats.flushes.load(Ordering::Relaxed),
         fsync_requests: stats.requests.load(Ordering::Relaxed),
         fsync_micros: stats.micros.load(Ordering::Relaxed),
-        disk_bytes: storage.db.size_on_disk().unwrap_or(0) + storage.wal.disk_bytes(),
+        disk_bytes: storage.db.size_on_disk().unwrap_or(0)
+            + storage.wal.disk_bytes()
+            + storage.state.snapshot_disk_bytes(),
     }
 }
 

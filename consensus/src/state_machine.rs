@@ -1,12 +1,14 @@
 //! The replicated state machine: a [`ClusterState`] in memory, applied entry by
-//! entry, and its latest snapshot persisted in sled tree `snapshot`. A restart
-//! loads the snapshot and replays only the log after it; a lagging replica
-//! installs a snapshot sent by the leader.
+//! entry, and its latest snapshot in a file of its own ([`crate::snapshot_file`]).
+//! A restart loads the snapshot and replays only the log after it; a lagging
+//! replica installs a snapshot sent by the leader.
 //!
-//! The snapshot file is the state's versioned encoding (`corral_state::snapshot`)
-//! plus the Raft position it reflects (last applied id and membership).
+//! Building a snapshot copies the state (applies wait for the copy), then
+//! encodes and writes the copy on a thread of its own at a lower CPU priority,
+//! so that Raft's heartbeats and appends keep the CPU while a large state is
+//! written.
 
-use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use corral_state::ClusterState;
@@ -15,14 +17,21 @@ use openraft::{
     AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
 };
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use crate::flusher::Flusher;
+use crate::snapshot_data::SnapshotData;
+use crate::snapshot_file::{self, Loaded, Meta, SnapshotDir};
 use crate::types::{
     Applied, Entry, LogId, ReplicaAddr, ReplicaId, StorageError, StoredMembership, TypeConfig,
 };
 
-const CURRENT: &[u8] = b"current";
+/// The sled tree and key where builds before the snapshot file kept the snapshot.
+const LEGACY_TREE: &str = "snapshot";
+const LEGACY_KEY: &[u8] = b"current";
+
+/// How much lower than the replica's own the snapshot thread's CPU priority is
+/// (a `nice` increment).
+const SNAPSHOT_NICENESS: i32 = 10;
 
 /// What the pure state is and where in the log it stands.
 #[derive(Debug, Clone, Default)]
@@ -52,10 +61,10 @@ impl std::ops::DerefMut for Writing<'_> {
     }
 }
 
-/// A snapshot as stored and sent: its metadata and the encoded state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SnapshotFile {
-    meta: SnapshotMeta<ReplicaId, ReplicaAddr>,
+/// A snapshot as builds before the snapshot file stored it in sled.
+#[derive(Debug, Deserialize, Serialize)]
+struct LegacySnapshot {
+    meta: Meta,
     /// `corral_state::snapshot::encode` of the state.
     state: Vec<u8>,
 }
@@ -64,17 +73,17 @@ struct SnapshotFile {
 #[derive(Clone)]
 pub struct StateMachineStore {
     applier: Arc<RwLock<Applier>>,
-    current: Arc<Mutex<Option<SnapshotFile>>>,
-    /// Serializes snapshot persists, so a build racing an install cannot leave the
-    /// older snapshot on disk.
+    /// The position of the durable snapshot.
+    current: Arc<Mutex<Option<Meta>>>,
+    /// Serializes making snapshots current, so a build racing an install cannot
+    /// leave the older snapshot on disk.
     persisting: Arc<tokio::sync::Mutex<()>>,
     /// Held while a snapshot copies the state, and by applies: see
     /// `write_applier`.
     copying: Arc<tokio::sync::Mutex<()>>,
     /// The log index covered by the durable snapshot (the log may be purged up to it).
     durable: Arc<watch::Sender<Option<u64>>>,
-    tree: sled::Tree,
-    flusher: Arc<Flusher>,
+    snapshots: Arc<SnapshotDir>,
 }
 
 fn io(e: impl std::error::Error + 'static) -> StorageError {
@@ -88,33 +97,37 @@ fn poisoned() -> StorageError {
 }
 
 impl StateMachineStore {
-    /// Opens the store, loading the latest snapshot if there is one.
-    pub fn open(db: &sled::Db, flusher: Arc<Flusher>) -> Result<Self, StorageError> {
-        let tree = db.open_tree("snapshot").map_err(io)?;
-        let mut applier = Applier::default();
-        let mut current = None;
-        if let Some(bytes) = tree.get(CURRENT).map_err(io)? {
-            let file: SnapshotFile = postcard::from_bytes(&bytes).map_err(io)?;
-            applier = applier_from(&file)?;
-            current = Some(file);
-        }
+    /// Opens the store in the replica directory `dir`, loading the latest
+    /// snapshot if there is one (moving one that `db` holds from an earlier
+    /// build into its file first).
+    pub fn open(db: &sled::Db, dir: &Path) -> Result<Self, StorageError> {
+        let snapshots = SnapshotDir::open(dir).map_err(io)?;
+        move_legacy_snapshot(db, &snapshots)?;
+        let (applier, current) = match snapshots.load().map_err(io)? {
+            Some(loaded) => (applier_from(&loaded)?, Some(loaded.meta)),
+            None => (Applier::default(), None),
+        };
         let durable = current
             .as_ref()
-            .and_then(|f: &SnapshotFile| f.meta.last_log_id.map(|l| l.index));
+            .and_then(|meta| meta.last_log_id.map(|l| l.index));
         Ok(StateMachineStore {
             applier: Arc::new(RwLock::new(applier)),
             current: Arc::new(Mutex::new(current)),
             persisting: Arc::new(tokio::sync::Mutex::new(())),
             copying: Arc::new(tokio::sync::Mutex::new(())),
             durable: Arc::new(watch::channel(durable).0),
-            tree,
-            flusher,
+            snapshots: Arc::new(snapshots),
         })
     }
 
     /// A watch of the log index the durable snapshot covers.
     pub fn durable_snapshot(&self) -> watch::Receiver<Option<u64>> {
         self.durable.subscribe()
+    }
+
+    /// Bytes the durable snapshot takes on disk.
+    pub fn snapshot_disk_bytes(&self) -> u64 {
+        self.snapshots.disk_bytes()
     }
 
     /// Runs `read` on the applied state (not linearizable by itself: see `Replica::read`).
@@ -142,89 +155,149 @@ impl StateMachineStore {
         })
     }
 
-    /// Makes `file` the durable current snapshot, unless a snapshot at least as
-    /// new already is; returns the current snapshot either way.
-    async fn persist(&self, file: SnapshotFile) -> Result<SnapshotFile, StorageError> {
+    /// Makes the durable partial snapshot file `partial`, at `meta`, the current
+    /// snapshot, unless a snapshot at least as new already is (then `partial`
+    /// is removed).
+    async fn persist(&self, meta: &Meta, partial: PathBuf) -> Result<(), StorageError> {
         let _one_at_a_time = self.persisting.lock().await;
         let existing = self.current.lock().map_err(|_| poisoned())?.clone();
-        if let Some(existing) = existing.filter(|e| e.meta.last_log_id >= file.meta.last_log_id) {
-            return Ok(existing);
+        let snapshots = Arc::clone(&self.snapshots);
+        if existing.is_some_and(|e| e.last_log_id >= meta.last_log_id) {
+            tokio::task::spawn_blocking(move || snapshots.discard(&partial))
+                .await
+                .map_err(io)?;
+            return Ok(());
         }
-        // Encoding and writing a large state take seconds: off the runtime.
-        {
-            let (file, tree) = (file.clone(), self.tree.clone());
-            tokio::task::spawn_blocking(move || {
-                let encoded = postcard::to_stdvec(&file).map_err(io)?;
-                tree.insert(CURRENT, encoded).map_err(io)
-            })
+        tokio::task::spawn_blocking(move || snapshots.make_current(&partial))
             .await
-            .map_err(io)??;
-        }
-        self.flusher
-            .flush()
-            .await
-            .map_err(|e| io(std::io::Error::other(e)))?;
-        *self.current.lock().map_err(|_| poisoned())? = Some(file.clone());
-        self.durable
-            .send_replace(file.meta.last_log_id.map(|l| l.index));
-        Ok(file)
+            .map_err(io)?
+            .map_err(io)?;
+        *self.current.lock().map_err(|_| poisoned())? = Some(meta.clone());
+        self.durable.send_replace(meta.last_log_id.map(|l| l.index));
+        Ok(())
     }
 }
 
-fn applier_from(file: &SnapshotFile) -> Result<Applier, StorageError> {
-    let state = corral_state::snapshot::decode(&file.state)
+/// Moves a snapshot that an earlier build kept in sled into the snapshot file
+/// (unless the file is at least as new), then removes it from sled.
+fn move_legacy_snapshot(db: &sled::Db, snapshots: &SnapshotDir) -> Result<(), StorageError> {
+    let tree = db.open_tree(LEGACY_TREE).map_err(io)?;
+    let Some(bytes) = tree.get(LEGACY_KEY).map_err(io)? else {
+        return Ok(());
+    };
+    let legacy: LegacySnapshot = postcard::from_bytes(&bytes).map_err(io)?;
+    let on_file = snapshots.current_meta().map_err(io)?;
+    if on_file.is_none_or(|meta| meta.last_log_id < legacy.meta.last_log_id) {
+        let partial = snapshots
+            .write_partial(&legacy.meta, &legacy.state)
+            .map_err(io)?;
+        snapshots.make_current(&partial).map_err(io)?;
+    }
+    tree.remove(LEGACY_KEY).map_err(io)?;
+    db.flush().map_err(io)?;
+    Ok(())
+}
+
+fn applier_from(loaded: &Loaded) -> Result<Applier, StorageError> {
+    let state = corral_state::snapshot::decode(loaded.state())
         .map_err(|e| StorageIOError::read_state_machine(&e))?;
     Ok(Applier {
         state,
-        last_applied: file.meta.last_log_id,
-        membership: file.meta.last_membership.clone(),
+        last_applied: loaded.meta.last_log_id,
+        membership: loaded.meta.last_membership.clone(),
     })
 }
 
-fn to_snapshot(file: SnapshotFile) -> Snapshot<TypeConfig> {
-    Snapshot {
-        meta: file.meta,
-        snapshot: Box::new(Cursor::new(file.state)),
+fn meta_at(last_applied: Option<LogId>, membership: StoredMembership) -> Meta {
+    let snapshot_id = match last_applied {
+        Some(id) => format!(
+            "{}-{}-{}",
+            id.leader_id.term, id.leader_id.node_id, id.index
+        ),
+        None => "empty".to_string(),
+    };
+    SnapshotMeta {
+        last_log_id: last_applied,
+        last_membership: membership,
+        snapshot_id,
+    }
+}
+
+/// Runs `work` on a thread of its own (a snapshot's work takes seconds for a
+/// large state: it must hold neither a runtime thread nor a blocking-pool one
+/// that a sync or a read waits for).
+async fn on_snapshot_thread<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
+    let (done, result) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("raft-snapshot".into())
+        .spawn(move || {
+            let _ = done.send(work());
+        })
+        .map_err(io)?;
+    result
+        .await
+        .map_err(|_| io(std::io::Error::other("the snapshot thread panicked")))?
+}
+
+/// Lowers the calling thread's CPU priority by [`SNAPSHOT_NICENESS`] (on Linux
+/// the nice value is per thread). A failure only costs the priority, so it is
+/// logged and ignored.
+fn lower_priority() {
+    let thread = rustix::thread::gettid();
+    let result = rustix::process::getpriority_process(Some(thread)).and_then(|nice| {
+        rustix::process::setpriority_process(Some(thread), nice + SNAPSHOT_NICENESS)
+    });
+    if let Err(e) = result {
+        tracing::warn!("snapshot thread keeps its CPU priority: {e}");
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Copy under the read lock and encode, both on a blocking thread: a large
-        // state takes a second to copy, and a runtime thread held that long
-        // stalls Raft's heartbeats into elections. Applies wait for the copy
-        // without holding a runtime thread (see `write_applier`); reads go on.
+        // Copy under the read lock, then encode and write the copy, all on a
+        // thread of its own: a large state takes a second to copy, and a
+        // runtime thread held that long stalls Raft's heartbeats into
+        // elections. Applies wait for the copy without holding a runtime
+        // thread (see `write_applier`); reads go on.
         let applier = Arc::clone(&self.applier);
+        let snapshots = Arc::clone(&self.snapshots);
         let gate = Arc::clone(&self.copying).lock_owned().await;
-        let (state, last_applied, membership) = tokio::task::spawn_blocking(move || {
-            let (copy, last_applied, membership) = {
+        let (meta, partial) = on_snapshot_thread(move || {
+            let started = std::time::Instant::now();
+            lower_priority();
+            let (copy, meta) = {
                 let applier = applier.read().map_err(|_| poisoned())?;
                 (
                     applier.state.clone(),
-                    applier.last_applied,
-                    applier.membership.clone(),
+                    meta_at(applier.last_applied, applier.membership.clone()),
                 )
             };
             drop(gate);
+            let copied = started.elapsed();
             let state = corral_state::snapshot::encode(&copy).map_err(io)?;
-            Ok::<_, StorageError>((state, last_applied, membership))
+            drop(copy);
+            let encoded = started.elapsed();
+            let partial = snapshots.write_partial(&meta, &state).map_err(io)?;
+            tracing::info!(
+                index = meta.last_log_id.map(|l| l.index),
+                bytes = state.len(),
+                copy_ms = copied.as_millis() as u64,
+                encode_ms = (encoded - copied).as_millis() as u64,
+                write_ms = (started.elapsed() - encoded).as_millis() as u64,
+                "snapshot built"
+            );
+            Ok((meta, partial))
         })
-        .await
-        .map_err(io)??;
-        let snapshot_id = match last_applied {
-            Some(id) => format!(
-                "{}-{}-{}",
-                id.leader_id.term, id.leader_id.node_id, id.index
-            ),
-            None => "empty".to_string(),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: last_applied,
-            last_membership: membership,
-            snapshot_id,
-        };
-        let file = self.persist(SnapshotFile { meta, state }).await?;
-        Ok(to_snapshot(file))
+        .await?;
+        self.persist(&meta, partial).await?;
+        // The current snapshot: this one, or a newer one installed meanwhile.
+        self.get_current_snapshot().await?.ok_or_else(|| {
+            io(std::io::Error::other(
+                "the snapshot just written is not on disk",
+            ))
+        })
     }
 }
 
@@ -282,32 +355,87 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageError> {
+        let snapshots = Arc::clone(&self.snapshots);
+        let path = tokio::task::spawn_blocking(move || snapshots.receiving_path())
+            .await
+            .map_err(io)?
+            .map_err(io)?;
+        Ok(Box::new(SnapshotData::create(path).await.map_err(io)?))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<ReplicaId, ReplicaAddr>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageError> {
-        let file = SnapshotFile {
-            meta: meta.clone(),
-            state: snapshot.into_inner(),
+        let mut received = *snapshot;
+        let partial = received.path().to_path_buf();
+        let checked = async {
+            received.sync().await.map_err(io)?;
+            drop(received);
+            let (expected, path) = (meta.clone(), partial.clone());
+            tokio::task::spawn_blocking(move || {
+                let loaded = snapshot_file::read(&path).map_err(io)?;
+                if loaded.meta != expected {
+                    return Err(io(std::io::Error::other(format!(
+                        "the snapshot received is at {:?}, not at {:?} as announced",
+                        loaded.meta.last_log_id, expected.last_log_id
+                    ))));
+                }
+                applier_from(&loaded)
+            })
+            .await
+            .map_err(io)?
         };
-        let decoded = {
-            let file = file.clone();
-            tokio::task::spawn_blocking(move || applier_from(&file))
-                .await
-                .map_err(io)??
+        let decoded = match checked.await {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                self.snapshots.discard(&partial);
+                return Err(e);
+            }
         };
-        self.persist(file).await?;
+        self.persist(meta, partial).await?;
         *self.write_applier().await? = decoded;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let current = self.current.lock().map_err(|_| poisoned())?.clone();
-        Ok(current.map(to_snapshot))
+        let snapshots = Arc::clone(&self.snapshots);
+        let current = tokio::task::spawn_blocking(move || {
+            let path = snapshots.current_path();
+            snapshots
+                .open_current()
+                .map(|found| found.map(|(meta, file)| (meta, SnapshotData::from_std(file, path))))
+        })
+        .await
+        .map_err(io)?
+        .map_err(io)?;
+        Ok(current.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(data),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_snapshot_thread_lowers_only_its_own_priority() {
+        let own = || rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let before = own();
+        let (was, now) = std::thread::spawn(move || {
+            let was = own();
+            lower_priority();
+            (was, own())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(now, (was + SNAPSHOT_NICENESS).min(19));
+        assert_eq!(own(), before, "the calling thread's priority changed");
     }
 }

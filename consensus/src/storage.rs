@@ -1,7 +1,7 @@
 //! A replica's storage, opened in the one right order: the sled database
-//! (vote, purge point, snapshot), the write-ahead log of entries from the purge
-//! point on, the flusher thread that makes both durable, and openraft's two
-//! stores over them.
+//! (vote, purge point), the write-ahead log of entries from the purge point on,
+//! the flusher thread that makes both durable, and openraft's two stores over
+//! them (the state machine's with its snapshot file).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -52,8 +52,8 @@ impl Storage {
             Flusher::start(db.clone(), dir, Arc::clone(&wal))
                 .map_err(|e| storage(sled::Error::Io(e)))?,
         );
-        let state = StateMachineStore::open(&db, Arc::clone(&flusher))
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let state =
+            StateMachineStore::open(&db, dir).map_err(|e| StartError::Raft(e.to_string()))?;
         let log = LogStore::open(&db, Arc::clone(&wal), Arc::clone(&flusher))
             .map_err(storage)?
             .purging_after(state.durable_snapshot());

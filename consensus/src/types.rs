@@ -2,8 +2,6 @@
 //! or more corral commands), what applying it returns, and how replicas are
 //! addressed.
 
-use std::io::Cursor;
-
 use corral_state::{Command, Outcome, Rejection};
 use serde::{Deserialize, Serialize};
 
@@ -189,10 +187,9 @@ openraft::declare_raft_types!(
         R = Applied,
         NodeId = ReplicaId,
         Node = ReplicaAddr,
+        SnapshotData = crate::snapshot_data::SnapshotData,
 );
 
-/// Snapshot bytes in transit.
-pub type SnapshotBytes = Cursor<Vec<u8>>;
 /// A log entry.
 pub type Entry = openraft::Entry<TypeConfig>;
 /// A log id.

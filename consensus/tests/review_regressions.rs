@@ -7,7 +7,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use corral_state::{ClusterState, Command};
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder, SnapshotMeta};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A size knob for a test: the environment variable `name`, else `default`.
 fn env_or(name: &str, default: usize) -> usize {
@@ -293,22 +293,26 @@ async fn p4_build_racing_install_keeps_the_newer_snapshot() {
         sm.apply((1..=5).map(|i| entry(1, i, &format!("a{i}"))))
             .await
             .unwrap();
-        // Leader's snapshot at 100.
-        let mut leader_state = ClusterState::default();
-        for i in 1..=100 {
-            let _ = leader_state.apply(mark(&format!("a{i}")));
-        }
+        // Leader's snapshot at 100, received the way openraft receives one: its
+        // file's bytes written into a file this store handed out.
+        let leader_dir = tempfile::tempdir().unwrap();
+        let mut leader = Storage::open(leader_dir.path()).unwrap().state;
+        leader
+            .apply((1..=100).map(|i| entry(1, i, &format!("a{i}"))))
+            .await
+            .unwrap();
+        let mut sent = leader.build_snapshot().await.unwrap();
         s_index = 100;
-        let meta = SnapshotMeta {
-            last_log_id: Some(log_id(1, s_index)),
-            last_membership: StoredMembership::default(),
-            snapshot_id: "leader-100".into(),
-        };
-        let bytes = corral_state::snapshot::encode(&leader_state).unwrap();
+        assert_eq!(sent.meta.last_log_id, Some(log_id(1, s_index)));
+        let mut bytes = Vec::new();
+        sent.snapshot.read_to_end(&mut bytes).await.unwrap();
+        let mut received = sm.begin_receiving_snapshot().await.unwrap();
+        received.write_all(&bytes).await.unwrap();
+        let meta = sent.meta.clone();
         let mut installer = sm.clone();
         let mut builder = sm.get_snapshot_builder().await;
         let (i, b) = tokio::join!(
-            installer.install_snapshot(&meta, Box::new(Cursor::new(bytes))),
+            installer.install_snapshot(&meta, received),
             builder.build_snapshot()
         );
         i.unwrap();
