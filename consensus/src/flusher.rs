@@ -1,18 +1,19 @@
 //! The one place that makes writes durable: two threads, each answering
 //! everyone who waited while its previous sync ran with one sync (group
 //! commit). One `fdatasync`s the Raft log's segments ([`Wal::sync`]) for
-//! appends and truncations; the other makes sled durable (vote, purge point,
-//! snapshot) with sled's blocking `Db::flush` (never `flush_async`, which
-//! deadlocks when called concurrently in sled 0.34.7) and then an `fdatasync`
-//! of sled's data file. They are apart so that writing a large snapshot to sled
-//! never holds up the log's appends.
+//! appends and truncations; the other makes sled durable (vote, purge point)
+//! with sled's blocking `Db::flush` (never `flush_async`, which deadlocks when
+//! called concurrently in sled 0.34.7) and then an `fdatasync` of sled's data
+//! file. They are apart so that a sled flush (which writes whatever sled has
+//! buffered) never holds up the log's appends. Snapshots are files of their
+//! own, made durable by the state machine (`crate::snapshot_file`).
 //!
 //! The `fdatasync` of sled's file is ours because sled 0.34 on Linux makes its
 //! writes "stable" with `sync_file_range` only: that survives a killed process
 //! but neither flushes the drive's write cache nor records the file's new
 //! length, so a power cut could lose what it wrote past the old end of the file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -27,12 +28,18 @@ use crate::wal::Wal;
 /// The file in a sled 0.34 directory that holds its log and pages.
 const SLED_DATA_FILE: &str = "db";
 
+/// A sync this slow is logged: it holds up every write waiting on it, and one
+/// as long as a heartbeat interval delays Raft's answers into timeouts.
+const SLOW_SYNC: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Something waiting for a sync.
 enum Waiter {
     /// openraft's append callback.
     Append(LogFlushed<TypeConfig>),
     /// A task.
     Task(oneshot::Sender<Result<(), String>>),
+    /// Files to delete once what was written before is durable.
+    Remove(Vec<PathBuf>),
 }
 
 /// Counters of one sync thread, for metrics and benchmarks.
@@ -156,6 +163,14 @@ impl Flusher {
         self.database.wait().await
     }
 
+    /// Deletes `paths` after the next sled sync succeeds (they must not go
+    /// before something written to sled is durable), without waiting for it.
+    pub fn remove_after_database_sync(&self, paths: Vec<PathBuf>) {
+        if !paths.is_empty() {
+            self.database.send(Waiter::Remove(paths));
+        }
+    }
+
     /// Counters of the log's syncs (the ones on every write's path).
     pub fn stats(&self) -> &FlushStats {
         &self.log.stats
@@ -185,13 +200,24 @@ fn run(
         batch.extend(receiver.try_iter());
         let started = std::time::Instant::now();
         let result = sync();
+        let took = started.elapsed();
+        if took >= SLOW_SYNC {
+            tracing::warn!(
+                thread = std::thread::current().name().unwrap_or("sync"),
+                took_ms = took.as_millis() as u64,
+                waiting = batch.len(),
+                "slow sync: the disk held up writes"
+            );
+        }
         stats
             .micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
         stats.flushes.fetch_add(1, Ordering::Relaxed);
         stats
             .requests
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        // Deletions last: nobody waits for them.
+        batch.sort_by_key(|waiter| matches!(waiter, Waiter::Remove(_)));
         for waiter in batch {
             answer(waiter, result.clone());
         }
@@ -213,6 +239,17 @@ fn answer(waiter: Waiter, result: Result<(), String>) {
         Waiter::Task(done) => {
             let _ = done.send(result);
         }
+        Waiter::Remove(paths) => match result {
+            Ok(()) => {
+                for path in paths {
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        tracing::warn!("could not delete {}: {e}", path.display());
+                    }
+                }
+            }
+            // Kept: the write they waited on may not be durable.
+            Err(e) => tracing::warn!("kept {} files: the sync failed: {e}", paths.len()),
+        },
     }
 }
 
@@ -230,6 +267,27 @@ mod tests {
         flusher.flush().await.expect("durable");
         assert_eq!(flusher.database_stats().flushes.load(Ordering::Relaxed), 1);
         assert_eq!(flusher.stats().flushes.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn files_queued_for_removal_go_once_sled_has_synced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = crate::open_database(dir.path()).expect("database");
+        let wal = Arc::new(Wal::open(dir.path(), None).expect("log"));
+        let flusher = Flusher::start(db, dir.path(), wal).expect("flusher");
+        let doomed: Vec<_> = (0..3)
+            .map(|i| dir.path().join(format!("old-{i}")))
+            .collect();
+        for path in &doomed {
+            std::fs::write(path, b"purged entries").expect("write");
+        }
+        flusher.remove_after_database_sync(doomed.clone());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while doomed.iter().any(|p| p.exists()) {
+            assert!(std::time::Instant::now() < deadline, "files never removed");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(flusher.database_stats().flushes.load(Ordering::Relaxed) >= 1);
     }
 
     #[test]

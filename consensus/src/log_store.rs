@@ -288,10 +288,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 }
             }
         }
-        // Record the purge point durably first: a crash between the two steps then
-        // leaves extra entries (ignored), never a hole.
+        // The purge point is recorded, the entries forgotten, and their segment
+        // files deleted only once the purge point is durable: a crash before
+        // then leaves extra entries (ignored), never a hole. Neither the sync
+        // nor the deletions are waited for here: openraft's core waits for
+        // purges, and a slow disk would hold up its heartbeats.
         self.write_meta(LAST_PURGED, &log_id, ErrorSubject::Logs)?;
-        self.flush().await?;
-        self.wal.purge(log_id.index).map_err(wal_error)
+        let unneeded = self.wal.forget_through(log_id.index).map_err(wal_error)?;
+        self.flusher.remove_after_database_sync(unneeded);
+        Ok(())
     }
 }

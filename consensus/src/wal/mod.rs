@@ -477,12 +477,19 @@ impl Wal {
     /// nothing else. The caller has made the purge point durable first, so a
     /// segment left behind by a crash is deleted on the next open.
     pub fn purge(&self, index: u64) -> Result<(), WalError> {
-        let dropped = self.lock_healthy()?.drop_through(index);
         // Outside the lock: deleting a large file can take milliseconds.
-        for path in dropped {
+        for path in self.forget_through(index)? {
             std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         Ok(())
+    }
+
+    /// Forgets the entries up to `index` (inclusive) like [`Wal::purge`], but
+    /// leaves deleting the segments that held only them to the caller: it
+    /// returns their paths. Until they are deleted a reopen finds them, and
+    /// skips them if the purge point recorded covers them.
+    pub fn forget_through(&self, index: u64) -> Result<Vec<PathBuf>, WalError> {
+        Ok(self.lock_healthy()?.drop_through(index))
     }
 
     /// The entries with indices in `[start, end)` that the log holds, in order.
