@@ -131,22 +131,32 @@ pub fn submission(payload_bytes: usize, at: Timestamp) -> Command {
     }
 }
 
+/// What one client saw: latencies of accepted submissions, submissions that
+/// failed (no answer, or an error), and submissions that committed but the state
+/// refused (e.g. MaxJobCount, which a long run reaches: bench jobs never run).
+#[derive(Default)]
+struct ClientTally {
+    latencies: Samples,
+    errors: u64,
+    rejected: u64,
+}
+
 async fn client_loop(
     client: Arc<LeaderClient>,
     payload_bytes: usize,
     until: Instant,
-) -> (Samples, u64) {
-    let mut latencies = Samples::default();
-    let mut errors = 0;
+) -> ClientTally {
+    let mut tally = ClientTally::default();
     let base = Timestamp::from_secs(2);
     while Instant::now() < until {
         let t = Instant::now();
         match client.propose(vec![submission(payload_bytes, base)]).await {
-            Ok(results) if results.iter().all(Result::is_ok) => latencies.push(t.elapsed()),
-            _ => errors += 1,
+            Ok(results) if results.iter().all(Result::is_ok) => tally.latencies.push(t.elapsed()),
+            Ok(_) => tally.rejected += 1,
+            Err(_) => tally.errors += 1,
         }
     }
-    (latencies, errors)
+    tally
 }
 
 async fn max_term(client: &LeaderClient, cluster: &ProcessCluster) -> u64 {
@@ -183,11 +193,12 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
             .map(|_| tokio::spawn(client_loop(Arc::clone(&client), args.payload_bytes, until)))
             .collect();
         let mut latencies = Samples::default();
-        let mut errors = 0;
+        let (mut errors, mut rejected) = (0, 0);
         for task in tasks {
-            let (samples, failed) = task.await?;
-            latencies.merge(samples);
-            errors += failed;
+            let tally = task.await?;
+            latencies.merge(tally.latencies);
+            errors += tally.errors;
+            rejected += tally.rejected;
         }
         let elapsed = started.elapsed().as_secs_f64();
         let term_changes = max_term(&client, &cluster)
@@ -214,6 +225,7 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
         report.put("seconds", elapsed);
         report.put("commits", commits as u64);
         report.put("errors", errors);
+        report.put("rejected", rejected);
         report.put("term_changes", term_changes);
         report.put("commits_per_s", commits as f64 / elapsed);
         report.put("latency_ms_p50", latencies.quantile(0.5) / 1e3);
