@@ -17,6 +17,7 @@
 
 pub mod call_stream;
 pub mod codec;
+pub mod durable_dir;
 pub mod error;
 pub mod flusher;
 pub mod leader_client;

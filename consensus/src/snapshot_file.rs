@@ -104,13 +104,8 @@ impl SnapshotDir {
     /// Opens the snapshot directory in `data_dir`, creating it, and removes the
     /// partial files an interrupted write left.
     pub fn open(data_dir: &Path) -> Result<Self, SnapshotFileError> {
-        let dir = data_dir.join(DIRECTORY);
-        if !dir.exists() {
-            std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
-            File::open(data_dir)
-                .and_then(|parent| parent.sync_all())
-                .map_err(io("fsync the directory", data_dir))?;
-        }
+        let dir = crate::durable_dir::create(data_dir, DIRECTORY)
+            .map_err(|(path, e)| io("create", &path)(e))?;
         for entry in std::fs::read_dir(&dir).map_err(io("list", &dir))? {
             let path = entry.map_err(io("list", &dir))?.path();
             if is_partial(&path) {
@@ -185,9 +180,7 @@ impl SnapshotDir {
     pub fn make_current(&self, partial: &Path) -> Result<(), SnapshotFileError> {
         let current = self.current_path();
         std::fs::rename(partial, &current).map_err(io("rename into place", partial))?;
-        File::open(&self.dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io("fsync the directory", &self.dir))
+        crate::durable_dir::sync(&self.dir).map_err(io("fsync the directory", &self.dir))
     }
 
     /// Removes a partial file that will not become current (best effort: a file

@@ -33,14 +33,8 @@ impl Wal {
         purged: Option<u64>,
         segment_bytes: u64,
     ) -> Result<Self, WalError> {
-        let dir = data_dir.join(DIRECTORY);
-        if !dir.exists() {
-            std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
-            // The new directory's own entry must be durable too.
-            File::open(data_dir)
-                .and_then(|parent| parent.sync_all())
-                .map_err(io("fsync the directory", data_dir))?;
-        }
+        let dir = crate::durable_dir::create(data_dir, DIRECTORY)
+            .map_err(|(path, e)| io("create", &path)(e))?;
         let directory = File::open(&dir).map_err(io("open", &dir))?;
         let damaged = |reason: String| WalError::Damaged {
             dir: dir.clone(),
