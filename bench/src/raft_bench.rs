@@ -230,6 +230,7 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
         report.put("commits_per_s", commits as f64 / elapsed);
         report.put("latency_ms_p50", latencies.quantile(0.5) / 1e3);
         report.put("latency_ms_p99", latencies.quantile(0.99) / 1e3);
+        report.put("latency_ms_max", latencies.quantile(1.0) / 1e3);
         report.put("leader_fsyncs", fsyncs.0);
         report.put("leader_fsync_requests", fsyncs.1);
         report.put(
