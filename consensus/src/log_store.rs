@@ -293,8 +293,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // then leaves extra entries (ignored), never a hole. Neither the sync
         // nor the deletions are waited for here: openraft's core waits for
         // purges, and a slow disk would hold up its heartbeats.
+        //
+        // Except a purge to or past the last entry (a snapshot installed ahead
+        // of the log): the entries appended next start after a gap that only
+        // the purge point explains, so it must be durable before they are.
+        let past_the_end = self
+            .last_entry_id()?
+            .is_none_or(|last| last.index <= log_id.index);
         self.write_meta(LAST_PURGED, &log_id, ErrorSubject::Logs)?;
         let unneeded = self.wal.forget_through(log_id.index).map_err(wal_error)?;
+        if past_the_end {
+            self.flush().await?;
+        }
         self.flusher.remove_after_database_sync(unneeded);
         Ok(())
     }

@@ -16,6 +16,9 @@ use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, AsyncWriteExt, ReadBuf};
 pub struct SnapshotData {
     file: tokio::fs::File,
     path: PathBuf,
+    /// A file being received is removed when dropped unless it was kept: a
+    /// reception openraft abandons must not leave hundreds of MB behind.
+    remove_on_drop: bool,
 }
 
 impl SnapshotData {
@@ -24,10 +27,12 @@ impl SnapshotData {
         SnapshotData {
             file: tokio::fs::File::from_std(file),
             path,
+            remove_on_drop: false,
         }
     }
 
-    /// Creates the file at `path` to receive a snapshot into.
+    /// Creates the file at `path` to receive a snapshot into. It is removed
+    /// when this is dropped, unless [`SnapshotData::keep`] was called.
     pub async fn create(path: PathBuf) -> std::io::Result<Self> {
         let file = tokio::fs::OpenOptions::new()
             .read(true)
@@ -35,7 +40,16 @@ impl SnapshotData {
             .create_new(true)
             .open(&path)
             .await?;
-        Ok(SnapshotData { file, path })
+        Ok(SnapshotData {
+            file,
+            path,
+            remove_on_drop: true,
+        })
+    }
+
+    /// Leaves the file in place when this is dropped: its receiver took it over.
+    pub fn keep(&mut self) {
+        self.remove_on_drop = false;
     }
 
     /// Where the file is.
@@ -47,6 +61,16 @@ impl SnapshotData {
     pub async fn sync(&mut self) -> std::io::Result<()> {
         self.file.flush().await?;
         self.file.sync_all().await
+    }
+}
+
+impl Drop for SnapshotData {
+    fn drop(&mut self) {
+        if self.remove_on_drop
+            && let Err(e) = std::fs::remove_file(&self.path)
+        {
+            tracing::warn!("could not remove {}: {e}", self.path.display());
+        }
     }
 }
 

@@ -133,21 +133,11 @@ impl SnapshotDir {
         self.dir.join(format!("{prefix}{n}{PARTIAL}"))
     }
 
-    /// A path for a snapshot about to be received. Files of earlier receptions
-    /// are removed: openraft receives one snapshot at a time, so a reception
-    /// that had not finished when this one began was abandoned.
-    pub fn receiving_path(&self) -> Result<PathBuf, SnapshotFileError> {
-        for entry in std::fs::read_dir(&self.dir).map_err(io("list", &self.dir))? {
-            let path = entry.map_err(io("list", &self.dir))?.path();
-            let receiving = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(RECEIVING));
-            if receiving && is_partial(&path) {
-                std::fs::remove_file(&path).map_err(io("remove", &path))?;
-            }
-        }
-        Ok(self.partial_path(RECEIVING))
+    /// A path for a snapshot about to be received. (A reception openraft
+    /// abandons removes its file when dropped: see
+    /// [`crate::snapshot_data::SnapshotData::create`].)
+    pub fn receiving_path(&self) -> PathBuf {
+        self.partial_path(RECEIVING)
     }
 
     /// Writes the snapshot of `state` (an encoding by `corral_state::snapshot`)
@@ -359,21 +349,19 @@ mod tests {
     }
 
     #[test]
-    fn partial_files_are_removed_at_open_and_by_a_new_reception() {
+    fn partial_files_are_removed_at_open() {
         let data = tempfile::tempdir().unwrap();
         let dir = SnapshotDir::open(data.path()).unwrap();
         let current = dir.write_partial(&meta(3), b"three").unwrap();
         dir.make_current(&current).unwrap();
         let built = dir.write_partial(&meta(4), b"four").unwrap();
-        let receiving = dir.receiving_path().unwrap();
+        let receiving = dir.receiving_path();
         std::fs::write(&receiving, b"half a snapshot").unwrap();
-        let next = dir.receiving_path().unwrap();
-        assert!(!receiving.exists(), "an abandoned reception is removed");
-        assert!(built.exists(), "a build's file is not a reception's");
-        assert_ne!(next, receiving);
+        assert_ne!(dir.receiving_path(), receiving);
 
         let dir = SnapshotDir::open(data.path()).unwrap();
         assert!(!built.exists());
+        assert!(!receiving.exists());
         assert_eq!(dir.load().unwrap().unwrap().meta, meta(3));
     }
 

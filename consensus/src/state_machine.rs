@@ -356,11 +356,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageError> {
-        let snapshots = Arc::clone(&self.snapshots);
-        let path = tokio::task::spawn_blocking(move || snapshots.receiving_path())
-            .await
-            .map_err(io)?
-            .map_err(io)?;
+        let path = self.snapshots.receiving_path();
         Ok(Box::new(SnapshotData::create(path).await.map_err(io)?))
     }
 
@@ -371,6 +367,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     ) -> Result<(), StorageError> {
         let mut received = *snapshot;
         let partial = received.path().to_path_buf();
+        // From here this owns the file: it becomes current or is discarded.
+        received.keep();
         let checked = async {
             received.sync().await.map_err(io)?;
             drop(received);

@@ -1,7 +1,8 @@
 //! The state machine's snapshot file: a built snapshot survives a reopen and is
 //! sent from its file; a received snapshot that is not the one announced, or is
 //! damaged, is refused and changes nothing; a snapshot an earlier build kept in
-//! sled moves into the file.
+//! sled moves into the file; a reception begun while another is finishing does
+//! not disturb it, and an abandoned one leaves no file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -142,4 +143,33 @@ async fn a_snapshot_an_earlier_build_kept_in_sled_moves_to_its_file() {
         tree.get(b"current").unwrap().is_none(),
         "sled still holds it"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_reception_leaves_a_finished_one_alone_and_an_abandoned_one_leaves_no_file() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let mut leader = applied(leader_dir.path(), 8).await;
+    let mut sent = leader.build_snapshot().await.unwrap();
+    let bytes = bytes_of(&mut sent).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = applied(dir.path(), 2).await;
+    let mut finished = follower.begin_receiving_snapshot().await.unwrap();
+    finished.write_all(&bytes).await.unwrap();
+    // Another leader's transfer begins before the first is installed.
+    let mut abandoned = follower.begin_receiving_snapshot().await.unwrap();
+    abandoned.write_all(&bytes[..10]).await.unwrap();
+    follower
+        .install_snapshot(&sent.meta, finished)
+        .await
+        .unwrap();
+    assert_eq!(follower.last_applied(), Some(log_id(8)));
+
+    abandoned.shutdown().await.unwrap();
+    drop(abandoned);
+    let files: Vec<_> = std::fs::read_dir(dir.path().join(DIRECTORY))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, vec![std::ffi::OsString::from("current")]);
 }
