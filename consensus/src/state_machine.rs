@@ -266,7 +266,6 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         let gate = Arc::clone(&self.copying).lock_owned().await;
         let (meta, partial) = on_snapshot_thread(move || {
             let started = std::time::Instant::now();
-            lower_priority();
             let (copy, meta) = {
                 let applier = applier.read().map_err(|_| poisoned())?;
                 (
@@ -276,6 +275,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             };
             drop(gate);
             let copied = started.elapsed();
+            // Only now: applies waited for the copy, so it runs at full priority.
+            lower_priority();
             let state = corral_state::snapshot::encode(&copy).map_err(io)?;
             drop(copy);
             let encoded = started.elapsed();
