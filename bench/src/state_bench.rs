@@ -161,6 +161,11 @@ pub fn run(args: &StateArgs) -> anyhow::Result<()> {
     let t = Instant::now();
     let digest = state.digest();
     let digest_ms = t.elapsed().as_secs_f64() * 1e3;
+    // What a snapshot's copy costs: applies wait for it.
+    let t = Instant::now();
+    let copy = state.clone();
+    let clone_ms = t.elapsed().as_secs_f64() * 1e3;
+    drop(copy);
     let t = Instant::now();
     let bytes = snapshot::encode(&state)?;
     let encode_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -192,6 +197,7 @@ pub fn run(args: &StateArgs) -> anyhow::Result<()> {
     report.put("exit_us_median", exits.quantile(0.5));
     report.put("exit_us_p99", exits.quantile(0.99));
     report.put("digest_ms", digest_ms);
+    report.put("state_clone_ms", clone_ms);
     report.put("snapshot_bytes", bytes.len() as u64);
     report.put("snapshot_encode_ms", encode_ms);
     report.put("snapshot_decode_ms", decode_ms);
