@@ -1,6 +1,7 @@
 //! [`ClusterState`]: every replicated table, read-only accessors, and `apply`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +36,9 @@ pub struct ClusterState {
     pub(crate) topology: Topology,
     pub(crate) reservations: BTreeMap<String, Reservation>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
-    pub(crate) scripts: BTreeMap<JobId, BatchScript>,
+    /// Shared, never changed once stored: a snapshot's copy of the state
+    /// (which applies wait for) copies a pointer per script, not the script.
+    pub(crate) scripts: BTreeMap<JobId, Arc<BatchScript>>,
     /// Index: jobs in PENDING or REQUEUE_HOLD.
     pub(crate) queued: BTreeSet<JobId>,
     /// Index: jobs in RUNNING or COMPLETING.
@@ -136,7 +139,7 @@ impl ClusterState {
     }
     /// The batch script of a job.
     pub fn script_of(&self, job: &Job) -> Option<&BatchScript> {
-        self.scripts.get(&job.script_id)
+        self.scripts.get(&job.script_id).map(|script| &**script)
     }
     /// Jobs in PENDING or REQUEUE_HOLD, by id.
     pub fn queued_jobs(&self) -> impl Iterator<Item = &Job> {

@@ -2,6 +2,7 @@
 //! limit, resource shape), refuse what can never run, and queue one job per task.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::account::{ROOT_ACCOUNT, User};
 use crate::command::Outcome;
@@ -112,7 +113,7 @@ pub(super) fn submit(
         state.jobs.insert(id, job);
         state.queued.insert(id);
     }
-    state.scripts.insert(first, batch);
+    state.scripts.insert(first, Arc::new(batch));
     state.next_job_id += u64::from(count);
     if let Some(key) = key {
         state.submit_keys.record(&by.user, key, first, count, now);
