@@ -3,9 +3,9 @@
 //! A restart loads the snapshot and replays only the log after it; a lagging
 //! replica installs a snapshot sent by the leader.
 //!
-//! Building a snapshot copies the state (applies wait for the copy), then
-//! encodes and writes the copy on a thread of its own at a lower CPU priority,
-//! so that Raft's heartbeats and appends keep the CPU while a large state is
+//! Building a snapshot encodes the state (applies wait for that), then
+//! checksums and writes it on a thread of its own at a lower CPU priority, so
+//! that Raft's heartbeats and appends keep the CPU while a large state is
 //! written.
 
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ struct Applier {
     membership: StoredMembership,
 }
 
-/// The state's write lock, taken after the snapshot-copy gate.
+/// The state's write lock, taken after the snapshot-encoding gate.
 struct Writing<'a> {
     applier: std::sync::RwLockWriteGuard<'a, Applier>,
     _gate: tokio::sync::MutexGuard<'a, ()>,
@@ -78,9 +78,9 @@ pub struct StateMachineStore {
     /// Serializes making snapshots current, so a build racing an install cannot
     /// leave the older snapshot on disk.
     persisting: Arc<tokio::sync::Mutex<()>>,
-    /// Held while a snapshot copies the state, and by applies: see
+    /// Held while a snapshot encodes the state, and by applies: see
     /// `write_applier`.
-    copying: Arc<tokio::sync::Mutex<()>>,
+    encoding: Arc<tokio::sync::Mutex<()>>,
     /// The log index covered by the durable snapshot (the log may be purged up to it).
     durable: Arc<watch::Sender<Option<u64>>>,
     snapshots: Arc<SnapshotDir>,
@@ -114,7 +114,7 @@ impl StateMachineStore {
             applier: Arc::new(RwLock::new(applier)),
             current: Arc::new(Mutex::new(current)),
             persisting: Arc::new(tokio::sync::Mutex::new(())),
-            copying: Arc::new(tokio::sync::Mutex::new(())),
+            encoding: Arc::new(tokio::sync::Mutex::new(())),
             durable: Arc::new(watch::channel(durable).0),
             snapshots: Arc::new(snapshots),
         })
@@ -141,13 +141,13 @@ impl StateMachineStore {
         self.applier.read().ok().and_then(|a| a.last_applied)
     }
 
-    /// Takes the write lock for an apply or an install. A snapshot copies the
+    /// Takes the write lock for an apply or an install. A snapshot encodes the
     /// state under the read lock for as long as a second; waiting for it on
     /// the std lock would hold a runtime thread, and with it every task queued
-    /// there (Raft's heartbeats among them). So the copy also holds the
-    /// `copying` gate, and this waits for the gate, asynchronously, first.
+    /// there (Raft's heartbeats among them). So the encoding also holds the
+    /// `encoding` gate, and this waits for the gate, asynchronously, first.
     async fn write_applier(&self) -> Result<Writing<'_>, StorageError> {
-        let gate = self.copying.lock().await;
+        let gate = self.encoding.lock().await;
         let applier = self.applier.write().map_err(|_| poisoned())?;
         Ok(Writing {
             applier,
@@ -256,37 +256,38 @@ fn lower_priority() {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Copy under the read lock, then encode and write the copy, all on a
-        // thread of its own: a large state takes a second to copy, and a
-        // runtime thread held that long stalls Raft's heartbeats into
-        // elections. Applies wait for the copy without holding a runtime
+        // Encode under the read lock (faster than copying the state, and
+        // without a second copy of it in memory), then checksum and write, all
+        // on a thread of its own: a large state takes a second to encode, and
+        // a runtime thread held that long stalls Raft's heartbeats into
+        // elections. Applies wait for the encoding without holding a runtime
         // thread (see `write_applier`); reads go on.
         let applier = Arc::clone(&self.applier);
         let snapshots = Arc::clone(&self.snapshots);
-        let gate = Arc::clone(&self.copying).lock_owned().await;
+        let gate = Arc::clone(&self.encoding).lock_owned().await;
         let (meta, partial) = on_snapshot_thread(move || {
             let started = std::time::Instant::now();
-            let (copy, meta) = {
+            let (unsealed, meta) = {
                 let applier = applier.read().map_err(|_| poisoned())?;
                 (
-                    applier.state.clone(),
+                    corral_state::snapshot::encode_unsealed(&applier.state).map_err(io)?,
                     meta_at(applier.last_applied, applier.membership.clone()),
                 )
             };
             drop(gate);
-            let copied = started.elapsed();
-            // Only now: applies waited for the copy, so it runs at full priority.
-            lower_priority();
-            let state = corral_state::snapshot::encode(&copy).map_err(io)?;
-            drop(copy);
             let encoded = started.elapsed();
+            // Only now: applies waited for the encoding, so it ran at full
+            // priority; checksumming and writing do not hold them up.
+            lower_priority();
+            let state = unsealed.seal();
+            let sealed = started.elapsed();
             let partial = snapshots.write_partial(&meta, &state).map_err(io)?;
             tracing::info!(
                 index = meta.last_log_id.map(|l| l.index),
                 bytes = state.len(),
-                copy_ms = copied.as_millis() as u64,
-                encode_ms = (encoded - copied).as_millis() as u64,
-                write_ms = (started.elapsed() - encoded).as_millis() as u64,
+                encode_ms = encoded.as_millis() as u64,
+                checksum_ms = (sealed - encoded).as_millis() as u64,
+                write_ms = (started.elapsed() - sealed).as_millis() as u64,
                 "snapshot built"
             );
             Ok((meta, partial))

@@ -52,19 +52,37 @@ pub enum SnapshotError {
 
 /// Encodes `state` as a snapshot.
 pub fn encode(state: &ClusterState) -> Result<Vec<u8>, SnapshotError> {
+    encode_unsealed(state).map(Unsealed::seal)
+}
+
+/// A snapshot whose body is encoded but not yet checksummed. Encoding needs the
+/// state, so whoever changes the state waits for it; sealing does not.
+#[derive(Debug)]
+pub struct Unsealed(Vec<u8>);
+
+impl Unsealed {
+    /// Adds the body's length and checksum: the snapshot [`encode`] returns.
+    pub fn seal(self) -> Vec<u8> {
+        let mut out = self.0;
+        let body_len = (out.len() - HEADER_LEN) as u64;
+        out[12..HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
+        let checksum = Sha256::digest(&out[HEADER_LEN..]);
+        out.extend_from_slice(&checksum);
+        out
+    }
+}
+
+/// The first half of [`encode`]: the header and the body, unchecked.
+pub fn encode_unsealed(state: &ClusterState) -> Result<Unsealed, SnapshotError> {
     // The body is encoded in place after the header (a large state's body is
     // hundreds of MB: copying it once more costs as much as encoding it).
     let mut out = Vec::with_capacity(HEADER_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&0u64.to_le_bytes());
-    let mut out =
-        postcard::to_extend(state, out).map_err(|e| SnapshotError::Encode(e.to_string()))?;
-    let body_len = (out.len() - HEADER_LEN) as u64;
-    out[12..HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
-    let checksum = Sha256::digest(&out[HEADER_LEN..]);
-    out.extend_from_slice(&checksum);
-    Ok(out)
+    postcard::to_extend(state, out)
+        .map(Unsealed)
+        .map_err(|e| SnapshotError::Encode(e.to_string()))
 }
 
 /// Decodes a snapshot written by [`encode`].
