@@ -46,6 +46,28 @@ async fn bytes_of(
     bytes
 }
 
+/// A leader that applied 1..=`last` and built a snapshot, and that snapshot's
+/// bytes as they travel.
+struct Leader {
+    _dir: tempfile::TempDir,
+    store: StateMachineStore,
+    meta: corral_consensus::snapshot_file::Meta,
+    bytes: Vec<u8>,
+}
+
+async fn leader_snapshot(last: u64) -> Leader {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = applied(dir.path(), last).await;
+    let mut sent = store.build_snapshot().await.unwrap();
+    let bytes = bytes_of(&mut sent).await;
+    Leader {
+        _dir: dir,
+        store,
+        meta: sent.meta,
+        bytes,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_built_snapshot_survives_a_reopen_and_is_sent_from_its_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -69,10 +91,8 @@ async fn a_built_snapshot_survives_a_reopen_and_is_sent_from_its_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_received_snapshot_that_is_not_the_one_announced_changes_nothing() {
-    let leader_dir = tempfile::tempdir().unwrap();
-    let mut leader = applied(leader_dir.path(), 30).await;
-    let mut sent = leader.build_snapshot().await.unwrap();
-    let good = bytes_of(&mut sent).await;
+    let leader = leader_snapshot(30).await;
+    let good = &leader.bytes;
 
     let dir = tempfile::tempdir().unwrap();
     let mut follower = applied(dir.path(), 3).await;
@@ -81,12 +101,12 @@ async fn a_received_snapshot_that_is_not_the_one_announced_changes_nothing() {
 
     // Announced at 31, holding 30; then the right position with a flipped bit
     // in the state.
-    let mut wrong_meta = sent.meta.clone();
+    let mut wrong_meta = leader.meta.clone();
     wrong_meta.last_log_id = Some(log_id(31));
     let mut damaged = good.clone();
     let last = damaged.len() - 40;
     damaged[last] ^= 1;
-    for (meta, bytes) in [(&wrong_meta, &good), (&sent.meta, &damaged)] {
+    for (meta, bytes) in [(&wrong_meta, good), (&leader.meta, &damaged)] {
         let mut received = follower.begin_receiving_snapshot().await.unwrap();
         received.write_all(bytes).await.unwrap();
         let error = follower.install_snapshot(meta, received).await;
@@ -100,13 +120,13 @@ async fn a_received_snapshot_that_is_not_the_one_announced_changes_nothing() {
 
     // The real one installs.
     let mut received = follower.begin_receiving_snapshot().await.unwrap();
-    received.write_all(&good).await.unwrap();
+    received.write_all(good).await.unwrap();
     follower
-        .install_snapshot(&sent.meta, received)
+        .install_snapshot(&leader.meta, received)
         .await
         .unwrap();
     assert_eq!(follower.last_applied(), Some(log_id(30)));
-    assert_eq!(digest(&follower), digest(&leader));
+    assert_eq!(digest(&follower), digest(&leader.store));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,15 +167,13 @@ async fn a_snapshot_an_earlier_build_kept_in_sled_moves_to_its_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_reception_leaves_a_finished_one_alone_and_an_abandoned_one_leaves_no_file() {
-    let leader_dir = tempfile::tempdir().unwrap();
-    let mut leader = applied(leader_dir.path(), 8).await;
-    let mut sent = leader.build_snapshot().await.unwrap();
-    let bytes = bytes_of(&mut sent).await;
+    let leader = leader_snapshot(8).await;
+    let (bytes, sent) = (&leader.bytes, &leader);
 
     let dir = tempfile::tempdir().unwrap();
     let mut follower = applied(dir.path(), 2).await;
     let mut finished = follower.begin_receiving_snapshot().await.unwrap();
-    finished.write_all(&bytes).await.unwrap();
+    finished.write_all(bytes).await.unwrap();
     // Another leader's transfer begins before the first is installed.
     let mut abandoned = follower.begin_receiving_snapshot().await.unwrap();
     abandoned.write_all(&bytes[..10]).await.unwrap();
