@@ -161,7 +161,7 @@ pub fn run(args: &StateArgs) -> anyhow::Result<()> {
     let t = Instant::now();
     let digest = state.digest();
     let digest_ms = t.elapsed().as_secs_f64() * 1e3;
-    // What a snapshot's copy costs: applies wait for it.
+    // What a copy of the state costs (`sbatch --test-only` plans on one).
     let t = Instant::now();
     let copy = state.clone();
     let clone_ms = t.elapsed().as_secs_f64() * 1e3;

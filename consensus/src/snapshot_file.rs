@@ -181,25 +181,29 @@ impl SnapshotDir {
         }
     }
 
-    /// The durable snapshot, read whole; `None` when there is none yet.
-    pub fn load(&self) -> Result<Option<Loaded>, SnapshotFileError> {
+    /// The durable snapshot's file, open; `None` when there is none yet.
+    fn open_current_file(&self) -> Result<Option<(File, PathBuf)>, SnapshotFileError> {
         let path = self.current_path();
         match File::open(&path) {
-            Ok(file) => read_from(file, &path).map(Some),
+            Ok(file) => Ok(Some((file, path))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io("open", &path)(e)),
         }
+    }
+
+    /// The durable snapshot, read whole; `None` when there is none yet.
+    pub fn load(&self) -> Result<Option<Loaded>, SnapshotFileError> {
+        self.open_current_file()?
+            .map(|(file, path)| read_from(file, &path))
+            .transpose()
     }
 
     /// Opens the durable snapshot to send it: its position and the file, at its
     /// start. The position is the file's own, so a snapshot replacing it
     /// meanwhile cannot pair one's position with the other's state.
     pub fn open_current(&self) -> Result<Option<(Meta, File)>, SnapshotFileError> {
-        let path = self.current_path();
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io("open", &path)(e)),
+        let Some((mut file, path)) = self.open_current_file()? else {
+            return Ok(None);
         };
         let (meta, _) = read_header(&mut file, &path)?;
         use std::io::Seek;

@@ -36,8 +36,8 @@ pub struct ClusterState {
     pub(crate) topology: Topology,
     pub(crate) reservations: BTreeMap<String, Reservation>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
-    /// Shared, never changed once stored: a snapshot's copy of the state
-    /// (which applies wait for) copies a pointer per script, not the script.
+    /// Shared, never changed once stored: a copy of the state (`sbatch
+    /// --test-only` plans on one) copies a pointer per script, not the script.
     pub(crate) scripts: BTreeMap<JobId, Arc<BatchScript>>,
     /// Index: jobs in PENDING or REQUEUE_HOLD.
     pub(crate) queued: BTreeSet<JobId>,

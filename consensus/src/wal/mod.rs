@@ -6,7 +6,8 @@
 //! rewrites a page on every insert into it, so each appended entry cost its
 //! bytes many times over, plus a `sync_file_range` per flush; measured, an entry
 //! of a few dozen submissions took 235 µs of CPU to make durable in sled and
-//! 60 µs here. sled still holds the vote, the purge point and the snapshot.
+//! 60 µs here. sled still holds the vote and the purge point; the snapshot is a
+//! file of its own (`crate::snapshot_file`).
 //!
 //! Appends `pwrite` at the end of the newest segment; nothing is durable until
 //! [`Wal::sync`] (run by the flusher thread, so concurrent appends share it)
@@ -473,20 +474,10 @@ impl Wal {
         Ok(())
     }
 
-    /// Drops the entries through `index` and deletes the segments that hold
-    /// nothing else. The caller has made the purge point durable first, so a
-    /// segment left behind by a crash is deleted on the next open.
-    pub fn purge(&self, index: u64) -> Result<(), WalError> {
-        // Outside the lock: deleting a large file can take milliseconds.
-        for path in self.forget_through(index)? {
-            std::fs::remove_file(&path).map_err(io("remove", &path))?;
-        }
-        Ok(())
-    }
-
-    /// Forgets the entries up to `index` (inclusive) like [`Wal::purge`], but
-    /// leaves deleting the segments that held only them to the caller: it
-    /// returns their paths. Until they are deleted a reopen finds them, and
+    /// Forgets the entries up to `index` (inclusive) and returns the paths of
+    /// the segments that held nothing else, for the caller to delete once the
+    /// purge point is durable (deleting a large file can take milliseconds, so
+    /// not under the lock). Until they are deleted a reopen finds them, and
     /// skips them if the purge point recorded covers them.
     pub fn forget_through(&self, index: u64) -> Result<Vec<PathBuf>, WalError> {
         Ok(self.lock_healthy()?.drop_through(index))
