@@ -144,6 +144,9 @@ pub struct Cluster {
     preferred: Mutex<Option<String>>,
 }
 
+/// How long an idempotent call waits for one controller on its first round.
+pub const FIRST_ROUND_DEADLINE: Duration = Duration::from_secs(1);
+
 /// Whether a call may be repeated after an answer was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
@@ -183,14 +186,34 @@ impl Cluster {
                 if !tried.contains(&address) {
                     tried.push(address.clone());
                 }
-                let channel = match self.connect(&address).await {
-                    Ok(channel) => channel,
-                    Err(e) => {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let limit = if retry == Retry::Idempotent && round == 0 {
+                    FIRST_ROUND_DEADLINE.min(remaining)
+                } else {
+                    remaining.max(FIRST_ROUND_DEADLINE)
+                };
+                let answered = tokio::time::timeout(limit, async {
+                    let channel = self.connect(&address).await?;
+                    Ok::<_, anyhow::Error>(f(CorralClient::new(channel)).await)
+                })
+                .await;
+                let answer = match answered {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(e)) => {
                         last_error = format!("{address}: {e:#}");
                         continue;
                     }
+                    Err(_) if retry == Retry::Idempotent => {
+                        last_error =
+                            format!("{address}: no answer within {} ms", limit.as_millis());
+                        continue;
+                    }
+                    Err(_) => bail!(
+                        "{address} did not answer within {} s: the change may or may not have been made; check before retrying",
+                        limit.as_secs()
+                    ),
                 };
-                match f(CorralClient::new(channel)).await {
+                match answer {
                     Ok(response) => {
                         self.remember(&address);
                         return Ok(response.into_inner());

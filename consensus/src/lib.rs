@@ -21,6 +21,7 @@ pub mod durable_dir;
 pub mod error;
 pub mod flusher;
 pub mod leader_client;
+pub mod leadership;
 pub mod log_store;
 pub mod network;
 pub mod peer_service;

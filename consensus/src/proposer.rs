@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use corral_state::{Command, Outcome, Rejection};
 use openraft::error::{ClientWriteError, RaftError};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::error::ProposeError;
@@ -57,20 +57,36 @@ struct Waiting {
 pub struct Proposer {
     queue: mpsc::Sender<Waiting>,
     timeout: Duration,
+    /// True while this replica leads without contact with a quorum (see
+    /// [`crate::leadership`]).
+    stale: watch::Receiver<bool>,
 }
 
 impl Proposer {
-    /// Starts the batching task for `raft`.
-    pub fn start(raft: Raft, timeout: Duration) -> Arc<Self> {
+    /// Starts the batching task for `raft`. While `stale` is true (this replica
+    /// leads but no quorum answers it), proposals are refused at once.
+    pub fn start(raft: Raft, timeout: Duration, stale: watch::Receiver<bool>) -> Arc<Self> {
         let (queue, receiver) = mpsc::channel(QUEUE_DEPTH);
         tokio::spawn(batch_loop(raft, receiver, timeout));
-        Arc::new(Proposer { queue, timeout })
+        Arc::new(Proposer {
+            queue,
+            timeout,
+            stale,
+        })
     }
 
     /// Proposes `commands`, applied in order in one entry (with other callers'),
-    /// and waits for their results. The timeout counts from now, queueing included; when it passes the outcome
-    /// is unknown (the commands may still commit).
+    /// and waits for their results. The timeout counts from now, queueing
+    /// included; when it passes the outcome is unknown (the commands may still
+    /// commit). A leader without contact with a quorum refuses at once
+    /// (`NotLeader` without a leader: nothing was proposed) and gives up on
+    /// the proposals it holds when it loses contact (`Lost`: they may still
+    /// commit if contact comes back before a new leader is elected).
     pub async fn propose(&self, commands: Vec<Command>) -> Results {
+        let mut stale = self.stale.clone();
+        if *stale.borrow_and_update() {
+            return Err(ProposeError::NotLeader { leader: None });
+        }
         let mut encoded = EncodedCommands::default();
         for command in &commands {
             encoded
@@ -106,9 +122,20 @@ impl Proposer {
                 ))
             })
         };
-        match tokio::time::timeout(self.timeout, queued).await {
-            Ok(results) => results,
-            Err(_) => Err(ProposeError::Timeout(self.timeout.as_millis() as u64)),
+        let cut_off = async {
+            // A closed watch (the replica stopping) is not a loss of contact.
+            if stale.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            timed = tokio::time::timeout(self.timeout, queued) => match timed {
+                Ok(results) => results,
+                Err(_) => Err(ProposeError::Timeout(self.timeout.as_millis() as u64)),
+            },
+            () = cut_off => Err(ProposeError::Lost(
+                "this replica lost contact with the majority while holding the proposal".into(),
+            )),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use corral_pki::TlsMaterial;
 use corral_state::{ClusterState, Command, Outcome, Rejection};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
+use openraft::{ChangeMembers, Config, SnapshotPolicy};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
@@ -22,6 +22,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::codec::MAX_MESSAGE_BYTES;
 use crate::error::{MembershipError, ProposeError, ReadError, StartError};
 use crate::flusher::Flusher;
+pub use crate::leadership::Leadership;
 use crate::network::PeerNetwork;
 use crate::pb::peer_server::PeerServer;
 use crate::peer_service::PeerService;
@@ -96,6 +97,9 @@ pub struct RaftTiming {
     pub install_snapshot_timeout_ms: u64,
     /// How long a proposal may wait for commit before its outcome is unknown.
     pub propose_timeout: Duration,
+    /// A leader that no quorum has acknowledged for this long refuses proposals
+    /// at once (openraft 0.9 has no check-quorum: see [`crate::leadership`]).
+    pub quorum_contact_timeout: Duration,
 }
 
 impl Default for RaftTiming {
@@ -111,6 +115,7 @@ impl Default for RaftTiming {
             keep_entries_after_snapshot: 1_000,
             install_snapshot_timeout_ms: 10_000,
             propose_timeout: Duration::from_secs(5),
+            quorum_contact_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -131,17 +136,6 @@ pub struct ReplicaConfig {
     pub timing: RaftTiming,
     /// Name checked by openraft in every message, so two clusters never mix.
     pub cluster_name: String,
-}
-
-/// Who leads, as this replica sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Leadership {
-    /// The current term.
-    pub term: u64,
-    /// The leader, if known.
-    pub leader: Option<(ReplicaId, ReplicaAddr)>,
-    /// True when this replica leads.
-    pub is_self: bool,
 }
 
 /// A replica's Raft position and storage figures.
@@ -207,6 +201,7 @@ pub struct Replica {
     storage: StorageFigures,
     peer_addr: SocketAddr,
     leadership: watch::Receiver<Leadership>,
+    stale: watch::Receiver<bool>,
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
     storage_closed: watch::Receiver<bool>,
@@ -254,7 +249,9 @@ impl Replica {
         )
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
-        let proposer = Proposer::start(raft.clone(), timing.propose_timeout);
+        let (leadership, stale) =
+            crate::leadership::follow(&raft, config.id, timing.quorum_contact_timeout);
+        let proposer = Proposer::start(raft.clone(), timing.propose_timeout, stale.clone());
 
         // Nagle off on accepted sockets too (the builder's setting does not reach a
         // caller-supplied listener): small Raft messages must not wait for
@@ -306,7 +303,6 @@ impl Replica {
                 tracing::error!("peer server stopped: {e}");
             }
         });
-        let leadership = watch_leadership(&raft, config.id);
         let storage_closed = storage.flusher.closed();
         Ok(Replica {
             id: config.id,
@@ -317,6 +313,7 @@ impl Replica {
             storage,
             peer_addr,
             leadership,
+            stale,
             stop_server: Some(stop_server),
             server: Some(server),
             storage_closed,
@@ -419,6 +416,13 @@ impl Replica {
     /// A watch of who leads.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.leadership.clone()
+    }
+
+    /// A watch of whether this replica leads without having heard from a
+    /// quorum for longer than `quorum_contact_timeout` (it may be cut off):
+    /// it then refuses proposals, and the controller refuses agents.
+    pub fn leads_without_quorum(&self) -> watch::Receiver<bool> {
+        self.stale.clone()
     }
 
     /// Adds a replica as a learner (it receives the log but does not vote) and
@@ -580,41 +584,6 @@ fn membership_error(
         },
         None => MembershipError::Refused(error.to_string()),
     }
-}
-
-/// Follows Raft's metrics and publishes leadership changes only.
-fn watch_leadership(raft: &Raft, id: ReplicaId) -> watch::Receiver<Leadership> {
-    let (publish, receiver) = watch::channel(Leadership::default());
-    let mut metrics = raft.metrics();
-    tokio::spawn(async move {
-        loop {
-            let leadership = {
-                let m = metrics.borrow_and_update();
-                let leader = m.current_leader.and_then(|l| {
-                    m.membership_config
-                        .membership()
-                        .get_node(&l)
-                        .map(|addr| (l, addr.clone()))
-                });
-                Leadership {
-                    term: m.current_term,
-                    leader,
-                    is_self: m.state == ServerState::Leader && m.current_leader == Some(id),
-                }
-            };
-            publish.send_if_modified(|current| {
-                let changed = *current != leadership;
-                if changed {
-                    *current = leadership;
-                }
-                changed
-            });
-            if metrics.changed().await.is_err() {
-                break;
-            }
-        }
-    });
-    receiver
 }
 
 /// What a failed forward to the leader means for the proposal. Only a leader that

@@ -1,12 +1,14 @@
 //! corral-agent: the node agent's parts. `gpu` watches GPU health (NVML or a
 //! simulated backend) and maps XID errors to actions; `job` builds Slurm's
 //! environment and runs and kills job processes; `supervisor` holds the attempts
-//! of this node; `link` talks to the leader over QUIC; `outbox` keeps reports
+//! of this node; `link` finds the leader and talks to it over QUIC; `lease` is
+//! what fencing watches; `outbox` keeps reports
 //! until the leader acknowledges them; `step` runs job steps (`srun`) across
 //! the allocation's agents.
 
 pub mod gpu;
 pub mod job;
+pub mod lease;
 pub mod link;
 pub mod outbox;
 pub mod resources;

@@ -11,15 +11,21 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use corral_agent::gpu::{GpuBackend, XidAction, backend_from_spec, classify_xid};
-use corral_agent::link::{self, Lease, LinkSettings};
+use corral_agent::gpu::{
+    GpuBackend, XidAction, backend_from_spec, classify_xid, sample_periodically,
+};
+use corral_agent::lease::Lease;
+use corral_agent::link::{self, LinkParts, LinkSettings};
 use corral_agent::outbox::Outbox;
 use corral_agent::resources;
 use corral_agent::step;
 use corral_agent::supervisor::{Supervisor, SupervisorSettings};
 use corral_pki::TlsMaterial;
-use corral_proto::agent::{AgentReport, GpuHealthSample, NodeResources};
+use corral_proto::agent::{AgentReport, NodeResources};
 use corral_proto::step::STEP_ALPN;
+
+/// How often GPU health is sampled for heartbeats.
+const HEALTH_SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The node agent.
 #[derive(Debug, Parser)]
@@ -61,6 +67,10 @@ struct Args {
     /// every interface).
     #[arg(long)]
     step_advertise: Option<String>,
+    /// Longest random pause, in ms, before looking for a new leader after
+    /// losing one (spreads a cluster's agents over this window).
+    #[arg(long, default_value_t = 100)]
+    reattach_jitter_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -159,6 +169,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .collect(),
         },
         step_address,
+        reattach_jitter: Duration::from_millis(args.reattach_jitter_ms),
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
     let lease = Lease::default();
@@ -245,28 +256,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         });
     }
-    let health_gpus = Arc::clone(&gpus);
-    let health: link::HealthSource = Arc::new(move || {
-        health_gpus
-            .sample()
-            .into_iter()
-            .map(|s| GpuHealthSample {
-                index: s.index,
-                healthy: s.healthy,
-                temperature_c: s.temperature_c,
-                utilization_pct: s.utilization_pct,
-                problem: s.problem,
-            })
-            .collect()
-    });
+    let health = sample_periodically(Arc::clone(&gpus), HEALTH_SAMPLE_EVERY);
     let client = tls.quic_client_config()?;
     let link = tokio::spawn(link::run(
         settings,
         client,
-        supervisor.clone(),
-        outbox,
-        lease,
-        health,
+        LinkParts {
+            supervisor: supervisor.clone(),
+            outbox,
+            lease,
+            health,
+        },
     ));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -130,6 +130,11 @@ impl Supervisor {
         keys
     }
 
+    /// Attempts this node holds, as a hello or heartbeat tells the leader.
+    pub fn held(&self) -> Vec<AttemptKey> {
+        self.running()
+    }
+
     /// Starts an attempt (once).
     pub fn launch(&self, launch: Launch) {
         let key = (launch.job.id, launch.attempt);

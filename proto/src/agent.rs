@@ -283,6 +283,19 @@ where
     R: tokio::io::AsyncRead + Unpin,
     T: DeserializeOwned,
 {
+    read_frame_limited(reader, MAX_FRAME_BYTES).await
+}
+
+/// Reads one frame of at most `max_bytes` (and at most [`MAX_FRAME_BYTES`]);
+/// `None` at a clean end of stream.
+pub async fn read_frame_limited<R, T>(
+    reader: &mut R,
+    max_bytes: usize,
+) -> Result<Option<T>, FrameError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
     let mut length = [0u8; 4];
     match reader.read_exact(&mut length).await {
         Ok(_) => {}
@@ -290,7 +303,7 @@ where
         Err(e) => return Err(e.into()),
     }
     let length = u32::from_le_bytes(length) as usize;
-    if length > MAX_FRAME_BYTES {
+    if length > max_bytes.min(MAX_FRAME_BYTES) {
         return Err(FrameError::TooLarge(length));
     }
     let mut body = vec![0u8; length];

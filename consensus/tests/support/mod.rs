@@ -25,6 +25,8 @@ pub fn timing() -> RaftTiming {
         snapshot_every_entries: 50,
         keep_entries_after_snapshot: 5,
         propose_timeout: Duration::from_secs(10),
+        // Two loaded cores may stall a leader's heartbeats for a while.
+        quorum_contact_timeout: Duration::from_secs(3),
         ..RaftTiming::default()
     }
 }

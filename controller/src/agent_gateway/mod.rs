@@ -9,6 +9,7 @@
 pub mod liveness;
 pub mod reconcile;
 pub mod registry;
+mod reports;
 pub mod session;
 
 use std::net::SocketAddr;

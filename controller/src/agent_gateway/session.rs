@@ -1,28 +1,33 @@
 //! One agent's connection to the leader: check who it is, register its node
 //! through Raft, then heartbeats (acknowledged: they renew the agent's lease),
-//! reports (proposed, acknowledged once committed or refused as stale), the
-//! instructions reconciliation derives from committed state, and the messages
-//! the client API relays through the registry (`scancel --signal`).
+//! reports (proposed in order by a task of their own, see `reports`;
+//! acknowledged once committed or refused as stale), the instructions
+//! reconciliation derives from committed state, and the messages the client
+//! API relays through the registry (`scancel --signal`). Nothing in the loop
+//! waits for Raft, so heartbeats are acknowledged while reports commit.
+//!
+//! A leader that cannot confirm it still leads (no quorum has answered it for
+//! a while: it may be cut off) says it knows no leader, so the agent goes to
+//! the others instead of waiting here.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_consensus::{ProposeError, Replica};
+use corral_consensus::Replica;
 use corral_pki::{Identity, Role};
 use corral_proto::agent::{
-    AgentMessage, AgentReport, ControllerMessage, Launch, read_frame, write_frame,
+    AgentMessage, ControllerMessage, Launch, read_frame_limited, write_frame,
 };
-use corral_state::Outcome;
 use corral_state::ids::AttemptNumber;
 use corral_state::job::{Job, JobState};
-use corral_state::rejection::Rejection;
 use corral_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
 use super::reconcile::{Instruction, SessionMemory, reconcile};
 use super::registry::{AgentSessions, Relay};
+use super::reports::propose_in_order;
 use crate::clock;
 
 /// What sessions share.
@@ -56,6 +61,15 @@ pub struct SessionContext {
 
 /// How often a session reconciles its node against committed state.
 const RECONCILE_EVERY: Duration = Duration::from_millis(100);
+/// Frames read ahead of the session loop.
+const READ_AHEAD: usize = 32;
+/// The largest frame an agent may send (hellos, heartbeats and reports are
+/// small; launches, which go the other way, carry scripts).
+const MAX_AGENT_FRAME_BYTES: usize = 1024 * 1024;
+/// Reports received and not yet committed, per session.
+const MAX_REPORTS_QUEUED: usize = 1024;
+/// Longest a write to an agent may take.
+const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Serves one connection until it ends, leadership moves, or the controller stops.
 pub async fn serve(ctx: Arc<SessionContext>, connection: quinn::Connection) {
@@ -90,7 +104,9 @@ async fn run(
     send: &mut quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), String> {
-    let hello: Option<AgentMessage> = read_frame(&mut recv).await.map_err(|e| e.to_string())?;
+    let hello: Option<AgentMessage> = read_frame_limited(&mut recv, MAX_AGENT_FRAME_BYTES)
+        .await
+        .map_err(|e| e.to_string())?;
     let Some(AgentMessage::Hello {
         node,
         boot_id,
@@ -114,6 +130,12 @@ async fn run(
     if !leadership.is_self {
         let leader = leadership.leader.map(|(_, addr)| addr.api);
         write(send, &ControllerMessage::NotLeader { leader }).await?;
+        return Ok(());
+    }
+    if *ctx.replica.leads_without_quorum().borrow() {
+        // Cut off from the majority, perhaps: another leader may be elected
+        // already. Neither registering nor renewing a lease can succeed here.
+        write(send, &ControllerMessage::NotLeader { leader: None }).await?;
         return Ok(());
     }
     let defined = ctx
@@ -167,17 +189,29 @@ async fn run(
         running: running.into_iter().collect(),
         ..SessionMemory::default()
     };
-    let (frames_tx, mut frames) = mpsc::channel::<AgentMessage>(256);
+    let (frames_tx, mut frames) = mpsc::channel::<AgentMessage>(READ_AHEAD);
     let reader = {
         // Frames are read by their own task: reading is not cancel-safe.
         tokio::spawn(async move {
-            while let Ok(Some(message)) = read_frame::<_, AgentMessage>(&mut recv).await {
+            while let Ok(Some(message)) =
+                read_frame_limited::<_, AgentMessage>(&mut recv, MAX_AGENT_FRAME_BYTES).await
+            {
                 if frames_tx.send(message).await.is_err() {
                     break;
                 }
             }
         })
     };
+    let (reports_tx, reports_rx) = mpsc::channel(MAX_REPORTS_QUEUED);
+    let (settled_tx, mut settled) = mpsc::channel(MAX_REPORTS_QUEUED);
+    let proposer = tokio::spawn(propose_in_order(
+        Arc::clone(&ctx.replica),
+        node.clone(),
+        reports_rx,
+        settled_tx,
+        Arc::clone(&ctx.wake_scheduler),
+        Arc::clone(&ctx.committed),
+    ));
     let mut leadership = ctx.replica.leadership();
     let mut stopping = ctx.stopping.clone();
     let mut confirmed = ctx.confirmation.subscribe();
@@ -187,12 +221,40 @@ async fn run(
         tokio::select! {
             message = frames.recv() => {
                 let Some(message) = message else { break Err("the agent hung up".to_string()) };
-                if let AgentMessage::Heartbeat { seq, running, .. } = message {
-                    ctx.heartbeats.beat(&node);
-                    memory.running = running.into_iter().collect();
-                    pending_acks.push_back((seq, tokio::time::Instant::now()));
-                } else if let Err(e) = handle(ctx, &node, message, send).await {
-                    break Err(e);
+                ctx.heartbeats.beat(&node);
+                match message {
+                    AgentMessage::Heartbeat { seq, running, .. } => {
+                        memory.running = running.into_iter().collect();
+                        // Acknowledged once a quorum confirms this replica
+                        // still leads (see `liveness`).
+                        pending_acks.push_back((seq, tokio::time::Instant::now()));
+                    }
+                    AgentMessage::Report { id, report } => {
+                        if reports_tx.try_send((id, report)).is_err() {
+                            break Err(format!(
+                                "more than {MAX_REPORTS_QUEUED} reports wait for commit; the agent resends them on its next connection"
+                            ));
+                        }
+                    }
+                    AgentMessage::Hello { .. } => break Err("a second hello on one connection".into()),
+                }
+            }
+            answer = settled.recv() => {
+                let Some(answer) = answer else { break Err("the report proposer stopped".into()) };
+                match answer {
+                    Ok(ids) => {
+                        let mut failed = None;
+                        for id in ids {
+                            if let Err(e) = write(send, &ControllerMessage::ReportDone { id }).await {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                        if let Some(e) = failed {
+                            break Err(e);
+                        }
+                    }
+                    Err(e) => break Err(e),
                 }
             }
             changed = confirmed.changed() => {
@@ -237,6 +299,7 @@ async fn run(
         }
     };
     reader.abort();
+    proposer.abort();
     outcome
 }
 
@@ -251,152 +314,6 @@ async fn acknowledge(
         write(send, &ControllerMessage::HeartbeatAck { seq }).await?;
     }
     Ok(())
-}
-
-async fn handle(
-    ctx: &SessionContext,
-    node: &str,
-    message: AgentMessage,
-    send: &mut quinn::SendStream,
-) -> Result<(), String> {
-    ctx.heartbeats.beat(node);
-    match message {
-        AgentMessage::Hello { .. } => Err("a second hello on one connection".into()),
-        // Heartbeats wait for a quorum confirmation (see `run`).
-        AgentMessage::Heartbeat { .. } => Ok(()),
-        AgentMessage::Report { id, report } => {
-            let commands = commands_for(node, report);
-            if commands.is_empty() {
-                return write(send, &ControllerMessage::ReportDone { id }).await;
-            }
-            let answer = report_answer(node, id, ctx.replica.propose_all(commands).await)?;
-            ctx.wake_scheduler.notify_one();
-            ctx.committed.notify_waiters();
-            write(send, &answer).await
-        }
-    }
-}
-
-/// The answer to report `id` once its proposal has an outcome: `ReportDone` when
-/// it was committed (or refused: stale, or too large ever to commit), or the end
-/// of the session when it may not have been committed. The agent resends a
-/// report only on a new connection, so an unacknowledged report must end this one.
-fn report_answer(node: &str, id: u64, proposed: Results) -> Result<ControllerMessage, String> {
-    match proposed {
-        Ok(results) => {
-            for rejection in results.iter().filter_map(|r| r.as_ref().err()) {
-                tracing::debug!(%node, "agent report refused: {rejection}");
-            }
-            Ok(ControllerMessage::ReportDone { id })
-        }
-        Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
-        Err(e @ (ProposeError::TooLarge { .. } | ProposeError::Unencodable(_))) => {
-            tracing::warn!(%node, "agent report dropped: {e}");
-            Ok(ControllerMessage::ReportDone { id })
-        }
-        Err(e) => Err(format!(
-            "agent report {id} not committed ({e}); the agent resends it on its next connection"
-        )),
-    }
-}
-
-/// The commands that record a report (one entry, so they commit together).
-fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
-    let at = clock::now();
-    if let AgentReport::XidKilled {
-        gpu,
-        xid,
-        attempts,
-        reason,
-    } = &report
-    {
-        tracing::warn!(%node, gpu, xid, ?attempts, "application XID, GPU kept in service: {reason}");
-        // One per attempt the agent killed; the state machine refuses those that
-        // are no longer the jobs' running attempts.
-        return attempts
-            .iter()
-            .map(|(job, attempt)| Command::ApplicationXid {
-                job: *job,
-                attempt: *attempt,
-                node: node.to_string(),
-                gpu: *gpu,
-                xid: *xid,
-                at,
-            })
-            .collect();
-    }
-    let node = node.to_string();
-    let drain = match &report {
-        AgentReport::GpuFailed {
-            drain_node: true,
-            reason,
-            ..
-        } => Some(Command::DrainNode {
-            node: node.clone(),
-            reason: reason.clone(),
-            by: super::liveness::leader_actor(),
-            at,
-        }),
-        _ => None,
-    };
-    let mut commands: Vec<Command> = command_for(node, report, at).into_iter().collect();
-    commands.extend(drain);
-    commands
-}
-
-fn command_for(
-    node: String,
-    report: AgentReport,
-    at: corral_state::time::Timestamp,
-) -> Option<Command> {
-    Some(match report {
-        AgentReport::Started { job, attempt } => Command::AttemptStarted {
-            job,
-            attempt,
-            node,
-            at,
-        },
-        AgentReport::BatchExited {
-            job,
-            attempt,
-            status,
-        } => Command::BatchExited {
-            job,
-            attempt,
-            node,
-            status,
-            at,
-        },
-        AgentReport::Released { job, attempt } => Command::NodeReleased {
-            job,
-            attempt,
-            node,
-            at,
-        },
-        AgentReport::Checkpoint {
-            job,
-            attempt,
-            step,
-            path,
-        } => Command::ReportCheckpoint {
-            job,
-            attempt,
-            node,
-            step,
-            path,
-            at,
-        },
-        AgentReport::XidKilled { .. } => return None,
-        AgentReport::GpuFailed {
-            gpu, xid, reason, ..
-        } => Command::GpuFailed {
-            node,
-            gpu,
-            xid,
-            reason,
-            at,
-        },
-    })
 }
 
 /// Sends what reconciliation says the agent needs now.
@@ -481,68 +398,14 @@ fn step_peers(state: &ClusterState, job: &Job, attempt: AttemptNumber) -> BTreeM
         .collect()
 }
 
+/// Writes one frame; an agent that does not take it in time ends the session
+/// (it reattaches and is told again).
 async fn write(send: &mut quinn::SendStream, message: &ControllerMessage) -> Result<(), String> {
-    write_frame(send, message).await.map_err(|e| e.to_string())
-}
-
-/// What a proposal of a report's commands came back with.
-type Results = Result<Vec<Result<Outcome, Rejection>>, ProposeError>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_report_is_acknowledged_only_once_committed_or_refused() {
-        let done = Ok(ControllerMessage::ReportDone { id: 7 });
-        assert_eq!(report_answer("n1", 7, Ok(vec![Ok(Outcome::Done)])), done);
-        let stale = Rejection::StaleAttempt {
-            job: corral_state::ids::JobId(1),
-            got: 1,
-            live: Some(2),
-        };
-        assert_eq!(report_answer("n1", 7, Ok(vec![Err(stale)])), done);
-        assert_eq!(
-            report_answer("n1", 7, Err(ProposeError::TooLarge { bytes: 10, max: 1 })),
-            done
-        );
-        // Maybe not committed: no acknowledgement, and the session ends so that
-        // the agent resends the report (it resends only on a new connection).
-        for failure in [
-            ProposeError::Timeout(5_000),
-            ProposeError::Lost("gone".into()),
-            ProposeError::Unavailable("stopping".into()),
-            ProposeError::NotLeader { leader: None },
-        ] {
-            assert!(report_answer("n1", 7, Err(failure)).is_err());
-        }
-    }
-
-    #[test]
-    fn an_application_xid_ends_each_attempt_it_killed_with_its_own_cause() {
-        use corral_state::ids::JobId;
-        let report = AgentReport::XidKilled {
-            gpu: 2,
-            xid: 31,
-            attempts: vec![(JobId(4), 1), (JobId(9), 3)],
-            reason: "XID 31: MMU fault".into(),
-        };
-        let commands = commands_for("n1", report);
-        assert_eq!(commands.len(), 2);
-        let Command::ApplicationXid {
-            job,
-            attempt,
-            node,
-            gpu,
-            xid,
-            ..
-        } = &commands[1]
-        else {
-            panic!("not an application XID: {:?}", commands[1]);
-        };
-        assert_eq!(
-            (*job, *attempt, node.as_str(), *gpu, *xid),
-            (JobId(9), 3, "n1", 2, 31)
-        );
+    match tokio::time::timeout(WRITE_LIMIT, write_frame(send, message)).await {
+        Ok(written) => written.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "the agent took no message for {} s",
+            WRITE_LIMIT.as_secs()
+        )),
     }
 }

@@ -113,9 +113,9 @@ pub struct LeaderSettings {
 /// Node liveness timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LivenessSettings {
-    /// Agent heartbeat period, ms (default 1,000).
+    /// Agent heartbeat period, ms (default 500).
     pub agent_heartbeat_ms: u64,
-    /// Agent lease, ms (default 10,000); at least two heartbeats.
+    /// Agent lease, ms (default 10,000); at least four heartbeats.
     pub agent_lease_ms: u64,
     /// Wait after a lapsed lease before declaring the node down, ms (default 5,000).
     pub down_margin_ms: u64,

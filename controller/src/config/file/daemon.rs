@@ -116,7 +116,8 @@ pub struct LivenessSection {
     /// Agent heartbeat period, ms.
     pub agent_heartbeat_ms: u64,
     /// Agent lease, ms: an agent that cannot renew it this long kills its jobs.
-    /// At least two heartbeats.
+    /// At least four heartbeats (an agent looks for a new leader after two
+    /// unacknowledged ones, and must reattach before the lease runs out).
     pub agent_lease_ms: u64,
     /// Extra wait after a lapsed lease before the node is declared down, ms.
     pub down_margin_ms: u64,
@@ -125,7 +126,7 @@ pub struct LivenessSection {
 impl Default for LivenessSection {
     fn default() -> Self {
         LivenessSection {
-            agent_heartbeat_ms: 1_000,
+            agent_heartbeat_ms: 500,
             agent_lease_ms: 10_000,
             down_margin_ms: 5_000,
         }

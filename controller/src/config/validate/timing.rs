@@ -67,17 +67,18 @@ pub(crate) fn leader(section: &LeaderSection) -> Checked<LeaderSettings> {
     })
 }
 
-/// Liveness: a lease spans at least two heartbeats, so one lost heartbeat does
-/// not fence a healthy node.
+/// Liveness: a lease spans at least four heartbeats: an agent looks for a
+/// new leader after two unacknowledged ones and must reattach before its
+/// lease runs out, or a leader change would fence it.
 pub(crate) fn liveness(section: &LivenessSection) -> Checked<LivenessSettings> {
     let heartbeat = positive("liveness.agent_heartbeat_ms", section.agent_heartbeat_ms)?;
-    if section.agent_lease_ms < heartbeat.saturating_mul(2) {
+    if section.agent_lease_ms < heartbeat.saturating_mul(4) {
         return Err(Refusal::new(
             "liveness.agent_lease_ms",
             format!(
-                "{} ms must be at least two heartbeats ({} ms), so one lost heartbeat does not fence a healthy node",
+                "{} ms must be at least four heartbeats ({} ms): an agent looks for a new leader after two unacknowledged heartbeats and must reattach before its lease runs out",
                 section.agent_lease_ms,
-                heartbeat.saturating_mul(2)
+                heartbeat.saturating_mul(4)
             ),
         ));
     }

@@ -1,0 +1,177 @@
+//! Who leads, as this replica sees it, and whether this replica, when it leads,
+//! still hears from a majority.
+//!
+//! openraft 0.9 has no check-quorum: a leader cut off from the majority goes on
+//! believing it leads while the others elect a new one. Its metrics say how long
+//! ago a quorum last acknowledged it (`millis_since_quorum_ack`, refreshed on
+//! every turn of its core loop). A leader out of contact for longer than
+//! [`crate::RaftTiming::quorum_contact_timeout`] is *stale*: it refuses new
+//! proposals at once and gives up on those it holds (see the proposer), so
+//! clients and agents go elsewhere instead of waiting out a timeout.
+
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::types::{Raft, ReplicaAddr, ReplicaId};
+
+/// Who leads, as this replica sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leadership {
+    /// The current term.
+    pub term: u64,
+    /// The leader, if known.
+    pub leader: Option<(ReplicaId, ReplicaAddr)>,
+    /// True when this replica leads.
+    pub is_self: bool,
+}
+
+/// How often staleness is looked at when Raft's metrics are quiet.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// When this replica last heard from a quorum while leading: a pure tracker fed
+/// with Raft's metrics and the time.
+#[derive(Debug, Clone, Default)]
+pub struct QuorumContact {
+    /// The term this replica leads in, and the latest instant a quorum is known
+    /// to have acknowledged it (its election counts: a majority voted for it).
+    leading: Option<(u64, Instant)>,
+}
+
+impl QuorumContact {
+    /// Takes in one reading: whether this replica leads (in which term), and
+    /// how long ago a quorum last acknowledged it, as Raft reported at `now`.
+    pub fn observe(&mut self, now: Instant, leads_in: Option<u64>, millis_since_ack: Option<u64>) {
+        let Some(term) = leads_in else {
+            self.leading = None;
+            return;
+        };
+        let contact = match self.leading {
+            Some((led, contact)) if led == term => contact,
+            _ => now,
+        };
+        let acked = millis_since_ack
+            .and_then(|ms| now.checked_sub(Duration::from_millis(ms)))
+            .filter(|acked| *acked > contact)
+            .unwrap_or(contact);
+        self.leading = Some((term, acked));
+    }
+
+    /// True when this replica leads but no quorum has acknowledged it for more
+    /// than `limit` by `now`.
+    pub fn stale(&self, now: Instant, limit: Duration) -> bool {
+        self.leading
+            .is_some_and(|(_, contact)| now.saturating_duration_since(contact) > limit)
+    }
+}
+
+/// Follows Raft's metrics; publishes leadership changes, and whether this
+/// replica leads without contact with a quorum for over `limit` (both only
+/// when they change).
+pub fn follow(
+    raft: &Raft,
+    id: ReplicaId,
+    limit: Duration,
+) -> (watch::Receiver<Leadership>, watch::Receiver<bool>) {
+    let (publish, leadership) = watch::channel(Leadership::default());
+    let (publish_stale, stale) = watch::channel(false);
+    let mut metrics = raft.metrics();
+    tokio::spawn(async move {
+        let mut contact = QuorumContact::default();
+        loop {
+            let now = Instant::now();
+            let current = {
+                let m = metrics.borrow_and_update();
+                let leader = m.current_leader.and_then(|l| {
+                    m.membership_config
+                        .membership()
+                        .get_node(&l)
+                        .map(|addr| (l, addr.clone()))
+                });
+                let is_self = m.state == ServerState::Leader && m.current_leader == Some(id);
+                contact.observe(
+                    now,
+                    is_self.then_some(m.current_term),
+                    m.millis_since_quorum_ack,
+                );
+                Leadership {
+                    term: m.current_term,
+                    leader,
+                    is_self,
+                }
+            };
+            publish.send_if_modified(|published| {
+                let changed = *published != current;
+                if changed {
+                    *published = current;
+                }
+                changed
+            });
+            let is_stale = contact.stale(now, limit);
+            publish_stale.send_if_modified(|published| {
+                let changed = *published != is_stale;
+                if changed {
+                    *published = is_stale;
+                    if is_stale {
+                        tracing::warn!(
+                            "this replica leads but no majority has answered it for over {} ms: refusing proposals until one does (it may be cut off; the others elect a new leader)",
+                            limit.as_millis()
+                        );
+                    } else {
+                        tracing::info!("a majority answers this replica again");
+                    }
+                }
+                changed
+            });
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { break },
+                () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+        }
+    });
+    (leadership, stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_millis(1000);
+
+    #[test]
+    fn a_leader_is_stale_only_after_the_limit_without_a_quorum_acknowledgement() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut contact = QuorumContact::default();
+        assert!(!contact.stale(at(5_000), LIMIT), "not leading: never stale");
+        // Elected at 0; no acknowledgement reported yet: the election counts.
+        contact.observe(at(0), Some(3), None);
+        assert!(!contact.stale(at(1_000), LIMIT));
+        assert!(contact.stale(at(1_001), LIMIT));
+        // Acknowledged 10 ms before a reading at 900.
+        contact.observe(at(900), Some(3), Some(10));
+        assert!(!contact.stale(at(1_890), LIMIT));
+        assert!(contact.stale(at(1_891), LIMIT));
+        // A later reading that reports an older acknowledgement changes nothing.
+        contact.observe(at(1_000), Some(3), Some(500));
+        assert!(contact.stale(at(1_891), LIMIT));
+    }
+
+    #[test]
+    fn a_new_term_or_losing_leadership_starts_afresh() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut contact = QuorumContact::default();
+        contact.observe(at(0), Some(3), Some(0));
+        assert!(contact.stale(at(2_000), LIMIT));
+        contact.observe(at(2_000), None, None);
+        assert!(
+            !contact.stale(at(9_000), LIMIT),
+            "a follower is never stale"
+        );
+        contact.observe(at(9_000), Some(5), None);
+        assert!(!contact.stale(at(9_500), LIMIT));
+    }
+}

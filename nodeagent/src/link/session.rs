@@ -1,0 +1,247 @@
+//! One session with the leader, after its welcome: heartbeats (each
+//! acknowledged heartbeat renews the lease from when it was sent), reports
+//! from the outbox, and the leader's launches, signals and kills.
+//!
+//! The session ends when the leader goes quiet: a heartbeat unacknowledged for
+//! two heartbeat periods means the leader died, was paused, or is cut off from
+//! the majority (it acknowledges only once a quorum confirmed it still leads).
+//! No write may hold the session longer than that either, so a leader that
+//! stops reading cannot stall it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use corral_proto::agent::{
+    AgentMessage, ControllerMessage, GpuHealthSample, read_frame, write_frame,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::LinkParts;
+use super::discovery::Attached;
+
+/// Heartbeat periods a heartbeat may wait for its acknowledgement before the
+/// agent looks for another leader.
+pub(super) const ACK_PERIODS: u32 = 2;
+
+/// Frames read ahead of the session loop.
+const READ_AHEAD: usize = 32;
+
+/// Why a session ended.
+#[derive(Debug)]
+pub(super) enum Ended {
+    /// The controller no longer leads (and named its successor, if known).
+    Redirect(Option<String>),
+    /// No acknowledgement within the deadline.
+    Unconfirmed(Duration),
+    /// The lease lapsed and the jobs were fenced: a fresh hello tells the
+    /// leader what this node still holds.
+    Fenced,
+    /// The connection failed or the leader closed it.
+    Closed(String),
+}
+
+impl Ended {
+    /// The leader to ask first next time.
+    pub(super) fn leader_hint(&self) -> Option<String> {
+        match self {
+            Ended::Redirect(leader) => leader.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the session until it ends.
+pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
+    let Attached {
+        connection,
+        mut send,
+        mut recv,
+        address,
+        hello_sent,
+        heartbeat,
+        lease: lease_length,
+        cluster_name,
+    } = *attached;
+    parts.supervisor.set_cluster_name(&cluster_name);
+    parts.lease.renew(hello_sent, lease_length);
+    parts.outbox.reconnected();
+    tracing::info!(%address, "attached to the leader");
+    let (frames_tx, mut frames) = mpsc::channel::<ControllerMessage>(READ_AHEAD);
+    let reader = tokio::spawn(async move {
+        loop {
+            match read_frame::<_, ControllerMessage>(&mut recv).await {
+                Ok(Some(message)) => {
+                    if frames_tx.send(message).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!("agent channel: {e}");
+                    return;
+                }
+            }
+        }
+    });
+    let ack_timeout = heartbeat * ACK_PERIODS;
+    let mut session = Session {
+        send: &mut send,
+        parts,
+        write_limit: ack_timeout,
+        lease_length,
+        sent_at: BTreeMap::new(),
+        seq: 0,
+    };
+    let mut beats = tokio::time::interval(heartbeat);
+    beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ended = loop {
+        if let Err(ended) = session.send_reports().await {
+            break ended;
+        }
+        let deadline = session.ack_deadline(ack_timeout);
+        tokio::select! {
+            message = frames.recv() => {
+                let Some(message) = message else {
+                    break Ended::Closed("the leader closed the connection".into());
+                };
+                if let Err(ended) = session.handle(message) {
+                    break ended;
+                }
+            }
+            _ = beats.tick() => {
+                if parts.lease.lapsed() {
+                    break Ended::Fenced;
+                }
+                if let Err(ended) = session.heartbeat().await {
+                    break ended;
+                }
+            }
+            () = sleep_until_some(deadline) => break Ended::Unconfirmed(ack_timeout),
+            () = parts.outbox.added() => {}
+        }
+    };
+    reader.abort();
+    connection.close(0u32.into(), b"agent reattaching");
+    match &ended {
+        Ended::Unconfirmed(after) => tracing::warn!(
+            %address,
+            "the leader acknowledged no heartbeat for {} ms (dead, paused or cut off): looking for the leader",
+            after.as_millis()
+        ),
+        Ended::Redirect(leader) => {
+            tracing::info!(%address, ?leader, "the controller no longer leads: looking for the leader");
+        }
+        Ended::Fenced => {
+            tracing::warn!(%address, "lease lapsed: attaching afresh");
+        }
+        Ended::Closed(reason) => {
+            tracing::warn!(%address, "session with the leader ended: {reason}; looking for the leader");
+        }
+    }
+    ended
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A session's sending side and what it waits for.
+struct Session<'a> {
+    send: &'a mut quinn::SendStream,
+    parts: &'a LinkParts,
+    /// Longest any write may take.
+    write_limit: Duration,
+    lease_length: Duration,
+    /// Heartbeats sent and not yet acknowledged, by sequence number.
+    sent_at: BTreeMap<u64, Instant>,
+    seq: u64,
+}
+
+impl Session<'_> {
+    /// When the oldest unacknowledged heartbeat has waited too long.
+    fn ack_deadline(&self, ack_timeout: Duration) -> Option<Instant> {
+        self.sent_at
+            .first_key_value()
+            .map(|(_, sent)| *sent + ack_timeout)
+    }
+
+    async fn write(&mut self, message: &AgentMessage) -> Result<(), Ended> {
+        match tokio::time::timeout(self.write_limit, write_frame(self.send, message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Ended::Closed(e.to_string())),
+            Err(_) => Err(Ended::Unconfirmed(self.write_limit)),
+        }
+    }
+
+    async fn send_reports(&mut self) -> Result<(), Ended> {
+        for (id, report) in self.parts.outbox.unsent() {
+            self.write(&AgentMessage::Report { id, report }).await?;
+        }
+        Ok(())
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), Ended> {
+        self.seq += 1;
+        self.sent_at.insert(self.seq, Instant::now());
+        let gpus = self
+            .parts
+            .health
+            .borrow()
+            .iter()
+            .map(|s| GpuHealthSample {
+                index: s.index,
+                healthy: s.healthy,
+                temperature_c: s.temperature_c,
+                utilization_pct: s.utilization_pct,
+                problem: s.problem.clone(),
+            })
+            .collect();
+        let beat = AgentMessage::Heartbeat {
+            seq: self.seq,
+            running: self.parts.supervisor.held(),
+            gpus,
+        };
+        self.write(&beat).await
+    }
+
+    fn handle(&mut self, message: ControllerMessage) -> Result<(), Ended> {
+        let supervisor = &self.parts.supervisor;
+        match message {
+            ControllerMessage::HeartbeatAck { seq } => {
+                if let Some(at) = self.sent_at.remove(&seq) {
+                    self.parts.lease.renew(at, self.lease_length);
+                }
+                // Acknowledgements come in order: older ones were lost with
+                // nothing to renew.
+                self.sent_at.retain(|s, _| *s > seq);
+            }
+            ControllerMessage::ReportDone { id } => self.parts.outbox.done(id),
+            ControllerMessage::Launch(launch) => supervisor.launch(*launch),
+            ControllerMessage::Signal {
+                job,
+                attempt,
+                signal,
+                scope,
+            } => supervisor.signal((job, attempt), signal, scope),
+            ControllerMessage::Kill {
+                job,
+                attempt,
+                signal,
+                grace_ms,
+            } => supervisor.kill((job, attempt), signal, Duration::from_millis(grace_ms)),
+            ControllerMessage::NotLeader { leader } => return Err(Ended::Redirect(leader)),
+            ControllerMessage::Refused { reason } => {
+                return Err(Ended::Closed(format!("refused: {reason}")));
+            }
+            ControllerMessage::Welcome { .. } => {
+                return Err(Ended::Closed("a second welcome".into()));
+            }
+        }
+        Ok(())
+    }
+}
