@@ -3,11 +3,15 @@
 //!
 //! Subcommands: `state` (apply cost of the replicated state machine),
 //! `scheduler` (pass time of the scheduling policy), `raft` (commit throughput
-//! through replica processes), `failover` (leader kill to next commit) and `xid`
-//! (XID injection to requeue and restart on a local cluster).
+//! through replica processes), `failover` (leader kill to next commit),
+//! `failover-jobs` (what leader kills and stops do to running jobs on a local
+//! cluster) and `xid` (XID injection to requeue and restart on a local cluster).
 
 mod failover_bench;
+mod failover_jobs_bench;
 mod figures;
+mod gpu_occupancy;
+mod local_cluster;
 mod process_cluster;
 mod raft_bench;
 mod replica_process;
@@ -43,6 +47,10 @@ enum Bench {
     /// Time from SIGKILL of the leader's process to the next committed write, and
     /// term changes while idle.
     Failover(failover_bench::FailoverArgs),
+    /// What leader SIGKILLs, SIGSTOPs and an outage of every controller do to
+    /// running jobs: jobs killed, GPUs given twice, agents' reattach times
+    /// (local cluster of processes).
+    FailoverJobs(failover_jobs_bench::FailoverJobsArgs),
     /// Time from an XID on a running 2-node job's GPU to its requeue being
     /// committed and to its next attempt running (local cluster of processes).
     Xid(xid_bench::XidArgs),
@@ -58,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Scheduler(args) => scheduler_bench::run(&args),
         Bench::Raft(args) => raft_bench::run(&args),
         Bench::Failover(args) => failover_bench::run(&args),
+        Bench::FailoverJobs(args) => failover_jobs_bench::run(&args),
         Bench::Xid(args) => xid_bench::run(&args),
         Bench::Replica(args) => replica_process::run(&args),
     }

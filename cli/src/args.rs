@@ -362,6 +362,14 @@ pub enum LocalAction {
         #[arg(long, default_value = "corral-local")]
         dir: PathBuf,
     },
+    /// Start a stopped or killed process again, as it was started first
+    /// (`controller-2`, `agent-gpu01`: the names `status` lists).
+    Start {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+        /// The process.
+        process: String,
+    },
     /// Inject an XID error into a simulated GPU of a local node.
     Xid {
         #[arg(long, default_value = "corral-local")]

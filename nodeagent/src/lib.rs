@@ -1,16 +1,20 @@
 //! corral-agent: the node agent's parts. `gpu` watches GPU health (NVML or a
 //! simulated backend) and maps XID errors to actions; `job` builds Slurm's
 //! environment and runs and kills job processes; `supervisor` holds the attempts
-//! of this node; `link` finds the leader and talks to it over QUIC; `lease` is
-//! what fencing watches; `outbox` keeps reports
-//! until the leader acknowledges them; `step` runs job steps (`srun`) across
-//! the allocation's agents.
+//! of this node (each an explicit state machine); `attempt_journal` remembers
+//! them across agent restarts, and `recovery` deals at start with what earlier
+//! agents left; `link` finds the leader and talks to it over QUIC; `lease` is
+//! what fencing watches; `outbox` keeps reports until the leader acknowledges
+//! them; `step` runs job steps (`srun`) across the allocation's agents and
+//! takes checkpoint reports from jobs.
 
+pub mod attempt_journal;
 pub mod gpu;
 pub mod job;
 pub mod lease;
 pub mod link;
 pub mod outbox;
+pub mod recovery;
 pub mod resources;
 pub mod step;
 pub mod supervisor;

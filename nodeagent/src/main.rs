@@ -11,18 +11,26 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use corral_agent::attempt_journal::Journal;
 use corral_agent::gpu::{
     GpuBackend, XidAction, backend_from_spec, classify_xid, sample_periodically,
 };
 use corral_agent::lease::Lease;
 use corral_agent::link::{self, LinkParts, LinkSettings};
 use corral_agent::outbox::Outbox;
+use corral_agent::recovery;
 use corral_agent::resources;
 use corral_agent::step;
 use corral_agent::supervisor::{Supervisor, SupervisorSettings};
 use corral_pki::TlsMaterial;
 use corral_proto::agent::{AgentReport, NodeResources};
 use corral_proto::step::STEP_ALPN;
+
+/// How often acknowledged attempts older than a day are forgotten.
+const JOURNAL_PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
+
+/// How long a stopping agent waits for the leader to acknowledge its last reports.
+const STOP_REPORT_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How often GPU health is sampled for heartbeats.
 const HEALTH_SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -71,6 +79,14 @@ struct Args {
     /// losing one (spreads a cluster's agents over this window).
     #[arg(long, default_value_t = 100)]
     reattach_jitter_ms: u64,
+    /// Seconds processes may survive SIGKILL before their attempt is given up
+    /// on and the node drained (Slurm's UnkillableStepTimeout).
+    #[arg(long, default_value_t = 60)]
+    unkillable_timeout_s: u64,
+    /// Seconds between SIGTERM and SIGKILL for the jobs of this node when the
+    /// agent is stopped (SIGTERM or Ctrl-C).
+    #[arg(long, default_value_t = 10)]
+    stop_grace_s: u64,
 }
 
 fn main() -> ExitCode {
@@ -118,6 +134,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let run_as_job_user = nix::unistd::geteuid().is_root();
     let step_socket = args.state_dir.join("step.sock");
     let boot_id = format!("{:032x}", rand::random::<u128>());
+    let agent_id = format!("{node}:{boot_id}");
+    let unkillable_timeout = Duration::from_secs(args.unkillable_timeout_s);
+    let journal_dir = args.state_dir.join("attempts");
+    let (journal, records) = Journal::open(&journal_dir)
+        .with_context(|| format!("cannot open the attempt journal {}", journal_dir.display()))?;
+    let journal = Arc::new(journal);
+    // Before any hello: what earlier agents of this node left behind.
+    let recovered =
+        recovery::recover(&node, &agent_id, &journal, records, unkillable_timeout).await;
     let supervisor = Supervisor::new(
         SupervisorSettings {
             node: node.clone(),
@@ -125,10 +150,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             checkpoint_root: args.checkpoint_root.clone(),
             run_as_job_user,
             step_socket: Some(step_socket.clone()),
-            agent_id: format!("{node}:{boot_id}"),
+            agent_id,
+            unkillable_timeout,
         },
         outbox.clone(),
+        Arc::clone(&journal),
     );
+    for (key, end) in recovered {
+        let report = outbox.push(end);
+        supervisor.hold_recovered(key, report);
+    }
     // Without steps the node still runs batch jobs: a step channel or socket
     // that cannot be set up is reported, not fatal.
     let (step_endpoint, step_address) = match step_channel(&args, &tls, &node) {
@@ -231,28 +262,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 ticks.tick().await;
                 if !lease.lapsed() {
                     fenced = false;
-                } else if !supervisor.running().is_empty() {
-                    // Again on every tick while the lease stays lapsed: processes
-                    // slow to die, and attempts launched since, are killed too.
-                    if !fenced {
-                        tracing::error!(
-                            "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
-                        );
-                    }
-                    fenced = true;
-                    supervisor.fence();
+                    continue;
                 }
+                // Again on every tick while the lease stays lapsed: processes
+                // slow to die, and attempts launched since, are killed too.
+                if !fenced && !supervisor.held().is_empty() {
+                    tracing::error!(
+                        "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
+                    );
+                    fenced = true;
+                }
+                supervisor.fence();
             }
         });
     }
-    // Checkpoint markers.
+    // Acknowledged attempts are remembered for a day, then forgotten.
     {
-        let supervisor = supervisor.clone();
+        let journal = Arc::clone(&journal);
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(Duration::from_millis(250));
+            let mut ticks = tokio::time::interval(JOURNAL_PRUNE_EVERY);
             loop {
                 ticks.tick().await;
-                supervisor.poll_checkpoints();
+                let journal = Arc::clone(&journal);
+                match tokio::task::spawn_blocking(move || journal.prune()).await {
+                    Ok(Err(e)) => tracing::warn!("pruning the attempt journal: {e}"),
+                    Err(e) => tracing::warn!("pruning the attempt journal: {e}"),
+                    Ok(Ok(_)) => {}
+                }
             }
         });
     }
@@ -263,7 +299,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         client,
         LinkParts {
             supervisor: supervisor.clone(),
-            outbox,
+            outbox: outbox.clone(),
             lease,
             health,
         },
@@ -274,7 +310,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
         _ = term.recv() => {}
         _ = link => {}
     }
-    tracing::info!("agent stopping; running jobs keep their processes until the leader decides");
+    // A stopped agent leaves nothing running: no lease would fence it. Its
+    // jobs get SIGTERM, then SIGKILL, and are reported lost (requeued).
+    let held = supervisor.held().len();
+    tracing::info!(
+        attempts = held,
+        "agent stopping: ending this node's jobs (SIGTERM, SIGKILL after {} s); they are requeued",
+        args.stop_grace_s
+    );
+    supervisor
+        .stop_all(Duration::from_secs(args.stop_grace_s))
+        .await;
+    let deadline = tokio::time::Instant::now() + STOP_REPORT_PATIENCE;
+    while !outbox.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !outbox.is_empty() {
+        tracing::warn!(
+            "stopped before the leader acknowledged every report; the next start sends them again"
+        );
+    }
     Ok(())
 }
 

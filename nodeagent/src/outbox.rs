@@ -25,14 +25,26 @@ struct Inner {
 }
 
 impl Outbox {
-    /// Queues a report.
-    pub fn push(&self, report: AgentReport) {
-        if let Ok(mut inner) = self.inner.lock() {
-            inner.next_id += 1;
-            let id = inner.next_id;
-            inner.pending.insert(id, report);
-        }
+    /// Queues a report; returns its id.
+    pub fn push(&self, report: AgentReport) -> u64 {
+        let id = match self.inner.lock() {
+            Ok(mut inner) => {
+                inner.next_id += 1;
+                let id = inner.next_id;
+                inner.pending.insert(id, report);
+                id
+            }
+            Err(_) => 0,
+        };
         self.added.notify_one();
+        id
+    }
+
+    /// Whether report `id` still waits for the leader's acknowledgement.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.inner
+            .lock()
+            .map_or(true, |inner| inner.pending.contains_key(&id))
     }
 
     /// Reports not yet handed to this connection, oldest first.
@@ -106,7 +118,9 @@ mod tests {
         outbox.reconnected();
         let again = outbox.unsent();
         assert_eq!(again, vec![(first[1].0, started(2))]);
+        assert!(outbox.is_pending(first[1].0));
         outbox.done(first[1].0);
+        assert!(!outbox.is_pending(first[1].0));
         assert!(outbox.is_empty());
     }
 }

@@ -144,6 +144,30 @@ pub enum AgentReport {
         /// What the agent saw.
         reason: String,
     },
+    /// The attempt's processes here are gone without the job's own doing: the
+    /// agent fenced them (its lease lapsed), was restarted, or was stopped.
+    /// The leader fails the attempt over as a node failure.
+    Lost {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// What happened.
+        reason: String,
+    },
+    /// Processes of the attempt survived SIGKILL for the unkillable timeout
+    /// (Slurm's UnkillableStepTimeout): the leader drains the node, naming
+    /// them, and fails the attempt over as a node failure.
+    Unkillable {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The processes still there.
+        pids: Vec<i32>,
+        /// How long after SIGKILL, seconds.
+        after_s: u64,
+    },
 }
 
 /// Controller → agent.

@@ -6,7 +6,6 @@
 
 pub mod admin;
 pub mod agent;
-pub mod checkpoint_marker;
 pub mod records;
 pub mod step;
 

@@ -64,6 +64,18 @@ pub enum StepControl {
     Launch(Box<StepLaunch>),
     /// Forward a signal to every task (srun got it).
     Signal(Signal),
+    /// `corral checkpoint` inside a job (first message only): record a
+    /// checkpoint written by this attempt. Answered `Accepted` or `Refused`.
+    Checkpoint {
+        /// `SLURM_JOB_ID`.
+        job: JobId,
+        /// `CORRAL_ATTEMPT`: only the attempt that runs now may report.
+        attempt: AttemptNumber,
+        /// Training step.
+        step: u64,
+        /// Where the checkpoint is.
+        path: String,
+    },
 }
 
 /// How a step is laid out: its nodes, in `SLURM_JOB_NODELIST` order, and the
@@ -157,8 +169,11 @@ pub enum StepEvent {
         /// Why.
         message: String,
     },
-    /// The step cannot run; nothing was started. The reason says why.
+    /// The step cannot run; nothing was started (or a checkpoint was not
+    /// recorded). The reason says why.
     Refused(String),
+    /// A checkpoint was recorded (to `corral checkpoint` only).
+    Accepted,
     /// Every task this sender ran has ended; nothing follows.
     Finished,
 }

@@ -405,6 +405,23 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+    /// A node's agent lost an attempt's processes without the job's own doing
+    /// (its lease lapsed and it fenced them, the agent restarted or was
+    /// stopped): they are gone from that node. A running attempt ends as a
+    /// node failure there (its other nodes are killed, the job is requeued if
+    /// it may be); an ending one counts that node released.
+    AttemptLost {
+        /// The job.
+        job: JobId,
+        /// The attempt (must be the job's live one).
+        attempt: AttemptNumber,
+        /// The reporting node (must be in the attempt's allocation).
+        node: String,
+        /// What happened, for the job's record.
+        reason: String,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// What an accepted command did.

@@ -209,6 +209,41 @@ fn an_xid_error_drains_the_gpu_and_requeues_the_job() {
     check_invariants(&s);
 }
 
+fn lost(job: corral_state::JobId, attempt: u32, node: &str, at_s: u64) -> Command {
+    Command::AttemptLost {
+        job,
+        attempt,
+        node: node.into(),
+        reason: "the node's agent restarted".into(),
+        at: at(at_s),
+    }
+}
+
+#[test]
+fn an_attempt_its_agent_lost_fails_over_and_is_requeued_once() {
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    // A stale or foreign report changes nothing.
+    assert!(s.apply(lost(id, 2, &nodes[0], 5)).is_err());
+    assert!(s.apply(lost(id, 1, "n9", 5)).is_err());
+    ok(&mut s, lost(id, 1, &nodes[1], 5));
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Completing);
+    assert!(matches!(
+        &job.attempts[0].ending.as_ref().unwrap().cause,
+        EndCause::NodeFailure { node, reason } if node == &nodes[1] && reason.contains("restarted")
+    ));
+    assert!(!s.nodes()[&nodes[1]].allocations.contains_key(&id));
+    // The other node's agent loses it too (it was killed there): requeued once.
+    ok(&mut s, lost(id, 1, &nodes[0], 6));
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.requeue_count, 1);
+    assert!(s.apply(lost(id, 1, &nodes[0], 7)).is_err(), "lost twice");
+    check_invariants(&s);
+}
+
 fn application_xid(job: corral_state::JobId, attempt: u32, node: &str, gpu: u32) -> Command {
     Command::ApplicationXid {
         job,

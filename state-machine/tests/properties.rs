@@ -96,6 +96,13 @@ enum Op {
         gpu: u8,
         attempt_skew: i8,
     },
+    /// An agent lost an attempt's processes (fenced, restarted, stopped),
+    /// mostly the live attempt on one of its nodes.
+    Lost {
+        job: u16,
+        node: u8,
+        attempt_skew: i8,
+    },
     Drain {
         node: u8,
     },
@@ -167,6 +174,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::GpuFail { node, gpu }),
         2 => (any::<u16>(), any::<u8>(), any::<u8>(), prop_oneof![3 => Just(0i8), 1 => -1..=1i8])
             .prop_map(|(job, node, gpu, attempt_skew)| Op::AppXid { job, node, gpu, attempt_skew }),
+        2 => (any::<u16>(), any::<u8>(), prop_oneof![3 => Just(0i8), 1 => -1..=1i8])
+            .prop_map(|(job, node, attempt_skew)| Op::Lost { job, node, attempt_skew }),
         1 => any::<u8>().prop_map(|node| Op::Drain { node }),
         1 => any::<u8>().prop_map(|node| Op::Resume { node }),
         1 => any::<u16>().prop_map(|job| Op::Hold { job }),
@@ -521,6 +530,23 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 at: now,
             }
         }
+        Op::Lost {
+            job,
+            node,
+            attempt_skew,
+        } => {
+            let id = pick_where(state, job, |j| j.live_attempt().is_some())
+                .or_else(|| pick_job(state, job))?;
+            let node = attempt_node(state, id, node);
+            let attempt = (i64::from(newest_attempt(state, id)) + i64::from(attempt_skew)).max(0);
+            Command::AttemptLost {
+                job: id,
+                attempt: attempt as u32,
+                node,
+                reason: "the agent restarted".into(),
+                at: now,
+            }
+        }
         Op::Drain { node } => Command::DrainNode {
             node: node_name(node),
             reason: "test".into(),
@@ -657,6 +683,34 @@ fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
                     matches!(result, Err(Rejection::StaleAttempt { .. })),
                     "stale report for attempt {attempt} (newest {newest}) gave {result:?}"
                 );
+            }
+        }
+        if let Command::AttemptLost {
+            job, attempt, node, ..
+        } = &command
+        {
+            let live = before
+                .job(*job)
+                .and_then(|j| j.live_attempt())
+                .filter(|a| a.allocation.iter().any(|n| &n.node == node))
+                .map(|a| a.number);
+            if live != Some(*attempt) {
+                assert!(
+                    result.is_err(),
+                    "a lost report for attempt {attempt} (live here: {live:?}) was accepted"
+                );
+            }
+            if result.is_ok() {
+                let holds = state
+                    .nodes()
+                    .get(node)
+                    .is_some_and(|n| n.allocations.contains_key(job));
+                assert!(
+                    !holds,
+                    "node {node} still holds job {job} after its agent lost it"
+                );
+                let job = state.job(*job).expect("accepted for a known job");
+                assert_ne!(job.state, JobState::Running, "a lost attempt kept running");
             }
         }
         if let Command::ApplicationXid {

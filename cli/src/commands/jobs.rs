@@ -172,29 +172,58 @@ pub async fn checkpoint(cluster: &Cluster, args: CheckpointArgs) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
-/// Inside a job (`CORRAL_CHECKPOINT_DIR` set, no explicit `--job`), checkpoints
-/// are reported through the node agent: the directory to write the marker into.
-pub fn checkpoint_marker_dir(args: &CheckpointArgs) -> Option<std::path::PathBuf> {
+/// Inside a job (its agent's step socket in the environment, no explicit
+/// `--job`), checkpoints are reported through the node's agent: the socket.
+pub fn agent_socket(args: &CheckpointArgs) -> Option<std::path::PathBuf> {
     if args.job.is_some() {
         return None;
     }
-    std::env::var_os("CORRAL_CHECKPOINT_DIR").map(std::path::PathBuf::from)
+    std::env::var_os(corral_proto::step::STEP_SOCKET_ENV).map(std::path::PathBuf::from)
 }
 
-/// Writes the marker the agent on the batch host picks up and reports.
-pub fn write_checkpoint_marker(
-    dir: &std::path::Path,
+/// Reports a checkpoint of the job this runs in to the node's agent, which
+/// records it only for the attempt that runs now (a leftover process of an
+/// ended attempt is refused, exit 1).
+pub async fn checkpoint_through_agent(
+    socket: &std::path::Path,
     args: &CheckpointArgs,
 ) -> anyhow::Result<ExitCode> {
-    let marker = corral_proto::checkpoint_marker::Marker {
+    use corral_proto::agent::{read_frame, write_frame};
+    use corral_proto::step::{StepControl, StepEvent};
+    let var = |name: &str| -> anyhow::Result<String> {
+        std::env::var(name).with_context(|| {
+            format!("${name} is not set: `corral checkpoint` runs inside a corral job")
+        })
+    };
+    let job_text = var("SLURM_JOB_ID")?;
+    let job = job_text
+        .parse()
+        .with_context(|| format!("$SLURM_JOB_ID='{job_text}' is not a job id"))?;
+    let attempt = match args.attempt {
+        Some(attempt) => attempt,
+        None => {
+            let text = var("CORRAL_ATTEMPT")?;
+            text.parse()
+                .with_context(|| format!("$CORRAL_ATTEMPT='{text}' is not a number"))?
+        }
+    };
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .with_context(|| format!("cannot reach this node's agent at {}", socket.display()))?;
+    let (mut reader, mut writer) = stream.into_split();
+    let request = StepControl::Checkpoint {
+        job: corral_state::ids::JobId(job),
+        attempt,
         step: args.step,
         path: args.path.clone(),
     };
-    corral_proto::checkpoint_marker::write(dir, &marker).with_context(|| {
-        format!(
-            "cannot write the checkpoint marker in {} (CORRAL_CHECKPOINT_DIR)",
-            dir.display()
-        )
-    })?;
-    Ok(ExitCode::SUCCESS)
+    write_frame(&mut writer, &request).await?;
+    match read_frame::<_, StepEvent>(&mut reader).await? {
+        Some(StepEvent::Accepted) => Ok(ExitCode::SUCCESS),
+        Some(StepEvent::Refused(reason)) => {
+            eprintln!("corral checkpoint: {reason}");
+            Ok(ExitCode::from(crate::exit::REFUSED))
+        }
+        other => anyhow::bail!("unexpected answer from the node's agent: {other:?}"),
+    }
 }

@@ -50,8 +50,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Node { action } => nodes::set_state(&connect()?, action).await,
         Command::Cluster => cluster::run(&connect()?, global.json).await,
         Command::Wait { jobs, quiet } => wait::run(&connect()?, &jobs, quiet, global.json).await,
-        Command::Checkpoint(args) => match jobs::checkpoint_marker_dir(&args) {
-            Some(dir) => jobs::write_checkpoint_marker(&dir, &args),
+        Command::Checkpoint(args) => match jobs::agent_socket(&args) {
+            Some(socket) => jobs::checkpoint_through_agent(&socket, &args).await,
             None => jobs::checkpoint(&connect()?, args).await,
         },
         Command::Srun(args) => srun::run(*args).await,

@@ -59,6 +59,15 @@ pub(super) async fn propose_in_order(
     }
 }
 
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
 /// Whether a batch of reports (`ids`) is settled once its proposal has an
 /// outcome: yes when it was committed (or refused: stale, or too large ever to
 /// commit), so the agent may stop resending them; no when it may not have
@@ -107,6 +116,35 @@ pub(super) fn commands_for(node: &str, report: AgentReport) -> Vec<Command> {
                 at,
             })
             .collect();
+    }
+    if let AgentReport::Unkillable {
+        job,
+        attempt,
+        pids,
+        after_s,
+    } = &report
+    {
+        let listed: Vec<String> = pids.iter().map(i32::to_string).collect();
+        let reason = format!(
+            "job {job} attempt {attempt}: processes {} survived SIGKILL for {after_s} s (unkillable); resume the node once they are gone",
+            listed.join(",")
+        );
+        tracing::error!(%node, "{reason}");
+        return vec![
+            Command::DrainNode {
+                node: node.to_string(),
+                reason: truncate(&reason, 1000),
+                by: super::liveness::leader_actor(),
+                at,
+            },
+            Command::AttemptLost {
+                job: *job,
+                attempt: *attempt,
+                node: node.to_string(),
+                reason: format!("its processes on {node} could not be killed"),
+                at,
+            },
+        ];
     }
     let node = node.to_string();
     let drain = match &report {
@@ -169,7 +207,18 @@ fn command_for(
             path,
             at,
         },
-        AgentReport::XidKilled { .. } => return None,
+        AgentReport::XidKilled { .. } | AgentReport::Unkillable { .. } => return None,
+        AgentReport::Lost {
+            job,
+            attempt,
+            reason,
+        } => Command::AttemptLost {
+            job,
+            attempt,
+            node,
+            reason,
+            at,
+        },
         AgentReport::GpuFailed {
             gpu, xid, reason, ..
         } => Command::GpuFailed {

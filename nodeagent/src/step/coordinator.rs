@@ -5,6 +5,9 @@
 //! through their agents ([`super::peer`]), merges every share's output and
 //! exits into one stream back to `srun`, and forwards `srun`'s signals. `srun`
 //! going away aborts the step everywhere.
+//!
+//! `corral checkpoint` inside a job reaches the same socket: the checkpoint is
+//! recorded only for the attempt that runs here now, and only for its user.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -69,6 +72,19 @@ async fn coordinate(
     let (mut reader, mut writer) = stream.into_split();
     let request = match read_frame::<_, StepControl>(&mut reader).await? {
         Some(StepControl::Run(request)) => *request,
+        Some(StepControl::Checkpoint {
+            job,
+            attempt,
+            step,
+            path,
+        }) => {
+            let answer = match supervisor.record_checkpoint((job, attempt), caller, step, path) {
+                Ok(()) => StepEvent::Accepted,
+                Err(reason) => StepEvent::Refused(reason),
+            };
+            write_frame(&mut writer, &answer).await?;
+            return Ok(());
+        }
         _ => {
             let refusal = StepEvent::Refused("the first message was not a step request".into());
             write_frame(&mut writer, &refusal).await?;

@@ -54,7 +54,8 @@ fn command_time(command: &Command) -> Option<Timestamp> {
         | GpuFailed { at, .. }
         | DrainGpu { at, .. }
         | DefineNodes { at, .. }
-        | ApplicationXid { at, .. } => Some(*at),
+        | ApplicationXid { at, .. }
+        | AttemptLost { at, .. } => Some(*at),
         Hold { .. }
         | ResumeNode { .. }
         | ResumeGpu { .. }
@@ -191,6 +192,13 @@ fn dispatch(
             xid,
             ..
         } => reports::application_xid(state, job, attempt, &node, gpu, xid, now),
+        AttemptLost {
+            job,
+            attempt,
+            node,
+            reason,
+            ..
+        } => nodes::attempt_lost(state, job, attempt, &node, &reason, now),
     }
 }
 

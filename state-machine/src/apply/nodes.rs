@@ -1,10 +1,11 @@
-//! Node and GPU state: registration (with reconciliation of lost attempts), down,
-//! drain and resume, and GPU faults.
+//! Node and GPU state: registration (with reconciliation of lost attempts), an
+//! attempt an agent lost, down, drain and resume, and GPU faults.
 
 use std::collections::BTreeSet;
 
 use super::lifecycle::{begin_ending, release_node};
-use super::{MAX_TEXT_BYTES, check_text, require_operator};
+use super::reports::live_attempt_on;
+use super::{MAX_TEXT_BYTES, check_text, job_of, require_operator};
 use crate::command::Outcome;
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{EndCause, JobState};
@@ -148,6 +149,24 @@ fn end_on_node_loss(
         JobState::Completing => release_node(state, job, node),
         _ => {}
     }
+}
+
+/// An agent lost attempt `attempt` of job `id` on `node` (see
+/// `Command::AttemptLost`): its processes there are gone.
+pub(super) fn attempt_lost(
+    state: &mut ClusterState,
+    id: JobId,
+    attempt: AttemptNumber,
+    node: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    check_text("reason", reason, MAX_TEXT_BYTES)?;
+    let job = job_of(state, id)?;
+    live_attempt_on(job, attempt, node)?;
+    let job_state = job.state;
+    end_on_node_loss(state, id, job_state, node, reason, now);
+    Ok(Outcome::Jobs(vec![id]))
 }
 
 pub(super) fn node_down(

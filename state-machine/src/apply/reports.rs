@@ -24,7 +24,7 @@ fn newest_attempt(job: &Job, attempt: AttemptNumber) -> Result<&Attempt, Rejecti
 }
 
 /// The job's live attempt if it is `attempt` and includes `node`.
-fn live_attempt_on<'j>(
+pub(super) fn live_attempt_on<'j>(
     job: &'j Job,
     attempt: AttemptNumber,
     node: &str,

@@ -118,6 +118,8 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
                         return Ok(ExitCode::from(exit::REFUSED));
                     }
                     StepEvent::Finished => break true,
+                    // Answers checkpoint reports only; never part of a step.
+                    StepEvent::Accepted => {}
                 }
                 if bad_exit && kill_on_bad_exit && !killing {
                     killing = true;

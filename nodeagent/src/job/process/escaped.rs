@@ -61,6 +61,67 @@ pub fn attempt_processes(job: u64, attempt: u32, agent: &str, uid: u32) -> Vec<i
     found
 }
 
+/// A job process an earlier agent of this node started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leftover {
+    /// The process.
+    pub pid: i32,
+    /// Its `SLURM_JOB_ID`.
+    pub job: u64,
+    /// Its `CORRAL_ATTEMPT`.
+    pub attempt: u32,
+}
+
+/// Live processes, of any user, started by an agent of `node` other than
+/// `current` (their `CORRAL_AGENT_ID` is `node:` and another start's id).
+pub fn earlier_agents_processes(node: &str, current: &str) -> Vec<Leftover> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let prefix = format!("{AGENT_ID_ENV}={node}:");
+    let current = format!("{AGENT_ID_ENV}={current}");
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let mut agent = None;
+        let mut job = None;
+        let mut attempt = None;
+        for var in environ.split(|b| *b == 0) {
+            let Ok(var) = std::str::from_utf8(var) else {
+                continue;
+            };
+            if var.starts_with(AGENT_ID_ENV) {
+                agent = Some(var);
+            } else if let Some(value) = var.strip_prefix("SLURM_JOB_ID=") {
+                job = value.parse().ok();
+            } else if let Some(value) = var.strip_prefix("CORRAL_ATTEMPT=") {
+                attempt = value.parse().ok();
+            }
+        }
+        let earlier = agent.is_some_and(|a| a.starts_with(&prefix) && a != current);
+        if !earlier || !super::group::process_alive(pid as i32) {
+            continue;
+        }
+        if let (Some(job), Some(attempt), Ok(pid)) = (job, attempt, i32::try_from(pid)) {
+            found.push(Leftover { pid, job, attempt });
+        }
+    }
+    found
+}
+
 /// Whether the NUL-separated `environ` has the exact entry `entry`.
 fn holds(environ: &[u8], entry: &str) -> bool {
     environ.split(|b| *b == 0).any(|e| e == entry.as_bytes())
@@ -70,6 +131,37 @@ fn holds(environ: &[u8], entry: &str) -> bool {
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
+
+    #[test]
+    fn finds_the_processes_of_earlier_agents_of_the_node_only() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .env("SLURM_JOB_ID", "987654322")
+            .env("CORRAL_ATTEMPT", "3")
+            .env(AGENT_ID_ENV, "leftover-node:old")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sleep runs");
+        let pid = i32::try_from(child.id()).expect("pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let found = |node: &str, current: &str| {
+            earlier_agents_processes(node, current)
+                .iter()
+                .any(|l| l.pid == pid && l.job == 987_654_322 && l.attempt == 3)
+        };
+        while !found("leftover-node", "leftover-node:new") {
+            assert!(std::time::Instant::now() < deadline, "never found {pid}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            !found("leftover-node", "leftover-node:old"),
+            "the current agent's own"
+        );
+        assert!(!found("leftover", "leftover:new"), "another node's");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!found("leftover-node", "leftover-node:new"));
+    }
 
     #[test]
     fn finds_a_process_by_its_jobs_variables_and_not_by_a_prefix() {

@@ -46,6 +46,40 @@ pub(super) fn group_alive(pgid: Pid) -> bool {
     }
 }
 
+/// The live (not zombie) processes of group `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(stat) = fs::read_to_string(entry.path().join("stat"))
+            && let Some((state, group)) = state_and_group(&stat)
+            && group == pgid
+            && state != 'Z'
+            && state != 'X'
+        {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// True while process `pid` exists and is not a zombie.
+pub fn process_alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| state_and_group(&stat))
+        .is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
 /// Whether `/proc` shows a process of group `pgid` that is not a zombie; `None`
 /// when `/proc` cannot be read.
 fn has_live_member(pgid: Pid) -> Option<bool> {

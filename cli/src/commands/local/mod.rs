@@ -1,4 +1,4 @@
-//! `corral local up|down|status`: a cluster of real processes on this machine.
+//! `corral local up|down|status|start`: a cluster of real processes on this machine.
 //! `up` mints certificates, writes one `corral.toml` per controller, starts each
 //! `corrald` in the background with its own data directory and log, bootstraps the
 //! cluster, and writes `DIR/env` (CORRAL_CLUSTER and certificate paths to source;
@@ -7,9 +7,8 @@
 
 use std::fmt::Write as _;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -17,6 +16,10 @@ use corral_pki::{BundleSpec, Role};
 use corral_state::slurm::hostlist;
 
 use crate::args::{LocalAction, LocalUpArgs};
+
+mod process;
+
+pub use process::{Launch, restart};
 
 /// The local cluster's administrator.
 const ADMIN: &str = "corral-admin";
@@ -68,6 +71,15 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             inject_xid(&absolute(&dir)?, &node, gpu, xid)?;
             if !json {
                 println!("XID {xid} injected into {node} GPU {gpu}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::Start { dir, process } => {
+            let pid = restart(&absolute(&dir)?, &process)?;
+            if json {
+                super::print_json(&serde_json::json!({ "process": process, "pid": pid }))?;
+            } else {
+                println!("started {process} (pid {pid})");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -189,23 +201,20 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         std::fs::create_dir_all(&config_dir)?;
         let text = config_text(*id, &replicas, &nodes, args.gpus_per_node, &users, &dir);
         std::fs::write(config_dir.join("corral.toml"), text)?;
-        let log = std::fs::File::create(dir.join("logs").join(format!("controller-{id}.log")))?;
-        let child = std::process::Command::new(&corrald)
-            .arg("--config")
-            .arg(config_dir.join("corral.toml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
-            )
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {}", corrald.display()))?;
-        std::fs::write(
-            dir.join("pids").join(format!("controller-{id}.pid")),
-            child.id().to_string(),
+        process::spawn(
+            &dir,
+            &format!("controller-{id}"),
+            &Launch {
+                program: corrald.clone(),
+                args: vec![
+                    "--config".into(),
+                    config_dir.join("corral.toml").display().to_string(),
+                ],
+                env: vec![(
+                    "RUST_LOG".into(),
+                    std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
+                )],
+            },
         )?;
     }
     let addresses: Vec<String> = replicas.iter().map(|(_, _, api)| api.clone()).collect();
@@ -281,48 +290,48 @@ fn start_agent(
     let certs = dir.join("certs");
     let state_dir = dir.join("agents").join(node);
     std::fs::create_dir_all(&state_dir)?;
-    let log = std::fs::File::create(dir.join("logs").join(format!("agent-{node}.log")))?;
     let gpus = if gpus == 0 {
         "none".to_string()
     } else {
         format!("simulated:{gpus}:h100")
     };
-    let child = std::process::Command::new(agent)
-        .arg("--controllers")
-        .arg(addresses.join(","))
-        .arg("--ca")
-        .arg(certs.join("ca.pem"))
-        .arg("--cert")
-        .arg(certs.join(format!("agent-{node}.pem")))
-        .arg("--key")
-        .arg(certs.join(format!("agent-{node}.key")))
-        .args(["--gpus", &gpus])
-        .arg("--state-dir")
-        .arg(&state_dir)
-        .arg("--checkpoint-root")
-        .arg(dir.join("checkpoints"))
+    let path = |p: PathBuf| p.display().to_string();
+    let args = vec![
+        "--controllers".to_string(),
+        addresses.join(","),
+        "--ca".into(),
+        path(certs.join("ca.pem")),
+        "--cert".into(),
+        path(certs.join(format!("agent-{node}.pem"))),
+        "--key".into(),
+        path(certs.join(format!("agent-{node}.key"))),
+        "--gpus".into(),
+        gpus,
+        "--state-dir".into(),
+        path(state_dir),
+        "--checkpoint-root".into(),
+        path(dir.join("checkpoints")),
         // Every agent of a local cluster shares the loopback interface.
-        .args(["--step-listen", "127.0.0.1:0"])
-        .args([
-            "--cpus",
-            &NODE_CPUS.to_string(),
-            "--memory-mb",
-            &NODE_MEMORY_MB.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .envs(
-            std::env::var("RUST_LOG")
-                .ok()
-                .map(|filter| ("RUST_LOG", filter)),
-        )
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("cannot start {}", agent.display()))?;
-    std::fs::write(
-        dir.join("pids").join(format!("agent-{node}.pid")),
-        child.id().to_string(),
+        "--step-listen".into(),
+        "127.0.0.1:0".into(),
+        "--cpus".into(),
+        NODE_CPUS.to_string(),
+        "--memory-mb".into(),
+        NODE_MEMORY_MB.to_string(),
+    ];
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .map(|filter| ("RUST_LOG".to_string(), filter))
+        .into_iter()
+        .collect();
+    process::spawn(
+        dir,
+        &format!("agent-{node}"),
+        &Launch {
+            program: agent.to_path_buf(),
+            args,
+            env,
+        },
     )?;
     Ok(())
 }

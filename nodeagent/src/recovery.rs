@@ -1,0 +1,119 @@
+//! What a starting agent does about the agents that ran on this node before
+//! it, before it says hello to any leader:
+//!
+//! 1. Every process an earlier agent of this node started (found by the
+//!    `CORRAL_AGENT_ID` in its environment) is SIGKILLed, and the agent waits
+//!    until they are gone. corral does not adopt a running attempt across an
+//!    agent restart: its batch script is not this agent's child (its exit
+//!    status would be lost), and its step tasks lost their output pipes with
+//!    the old agent. Killing them and failing the attempt over (requeued,
+//!    resumed from its checkpoint) is the one truthful outcome, and no GPU is
+//!    registered free while they may still run on it.
+//! 2. Every attempt the journal shows unfinished is reported lost (or
+//!    unkillable, if its processes outlived the wait); every end the leader
+//!    never acknowledged is reported again. These attempts stay in the hello
+//!    until their reports are committed, so registration does not take them
+//!    for lost before it knows how they ended.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use corral_proto::agent::AgentReport;
+use corral_state::ids::JobId;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+use crate::attempt_journal::{Journal, Record};
+use crate::job::process::{Leftover, earlier_agents_processes};
+use crate::supervisor::AttemptKey;
+
+/// The end reports to send for earlier agents' attempts, oldest first.
+pub async fn recover(
+    node: &str,
+    agent_id: &str,
+    journal: &Journal,
+    records: Vec<Record>,
+    unkillable_timeout: Duration,
+) -> Vec<(AttemptKey, AgentReport)> {
+    let survivors = kill_leftovers(node, agent_id, unkillable_timeout).await;
+    let mut ends = Vec::new();
+    for record in records.into_iter().filter(|r| !r.acknowledged) {
+        let key = record.key();
+        let end = match record.end {
+            Some(end) => end,
+            None => {
+                let end = match survivors.get(&key) {
+                    Some(pids) => AgentReport::Unkillable {
+                        job: key.0,
+                        attempt: key.1,
+                        pids: pids.clone(),
+                        after_s: unkillable_timeout.as_secs(),
+                    },
+                    None => AgentReport::Lost {
+                        job: key.0,
+                        attempt: key.1,
+                        reason:
+                            "the node's agent restarted while it ran; its processes were killed"
+                                .into(),
+                    },
+                };
+                if let Err(e) = journal.ended(key, &record.agent_id, &end) {
+                    tracing::warn!(job = %key.0, attempt = key.1, "cannot record the attempt's end: {e}");
+                }
+                end
+            }
+        };
+        tracing::info!(job = %key.0, attempt = key.1, ?end, "reporting how an earlier agent's attempt ended");
+        ends.push((key, end));
+    }
+    ends
+}
+
+/// SIGKILLs the processes earlier agents of `node` started, until they are
+/// gone or `patience` runs out; returns those left, by attempt.
+async fn kill_leftovers(
+    node: &str,
+    agent_id: &str,
+    patience: Duration,
+) -> BTreeMap<AttemptKey, Vec<i32>> {
+    let deadline = Instant::now() + patience;
+    let mut pause = Duration::from_millis(5);
+    let mut announced = false;
+    loop {
+        let node = node.to_string();
+        let agent_id = agent_id.to_string();
+        let leftovers: Vec<Leftover> =
+            tokio::task::spawn_blocking(move || earlier_agents_processes(&node, &agent_id))
+                .await
+                .unwrap_or_default();
+        if leftovers.is_empty() {
+            if announced {
+                tracing::info!("every process of the earlier agents is gone");
+            }
+            return BTreeMap::new();
+        }
+        if !announced {
+            announced = true;
+            tracing::warn!(
+                count = leftovers.len(),
+                "killing the processes an earlier agent of this node left running (their attempts are reported lost and requeued)"
+            );
+        }
+        for leftover in &leftovers {
+            let _ = kill(Pid::from_raw(leftover.pid), Signal::SIGKILL);
+        }
+        if Instant::now() >= deadline {
+            let mut left: BTreeMap<AttemptKey, Vec<i32>> = BTreeMap::new();
+            for leftover in leftovers {
+                left.entry((JobId(leftover.job), leftover.attempt))
+                    .or_default()
+                    .push(leftover.pid);
+            }
+            tracing::error!(?left, "processes of earlier agents survived SIGKILL");
+            return left;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}

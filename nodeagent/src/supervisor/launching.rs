@@ -1,0 +1,166 @@
+//! Starting an attempt's processes, off the runtime: the journal record, the
+//! user lookup, the checkpoint directory (often on shared storage), the
+//! script file and the fork run on a blocking thread, so that none of them
+//! can hold up heartbeats. Then the batch script is watched until it exits.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_proto::agent::{AgentReport, Launch};
+use corral_state::job::ExitStatus;
+use corral_state::slurm::signal::Signal;
+use tokio::time::Instant;
+
+use super::attempt::{AttemptKey, Begun, Phase};
+use super::{Supervisor, send};
+use crate::job::environment::{LaunchContext, batch_environment};
+use crate::job::process::{JobProcess, ProcessSpec, output_paths, write_script};
+
+impl Supervisor {
+    /// Starts the processes of attempt `key` (already in the table, launching)
+    /// and moves it on: running, or (if it began ending meanwhile) killed at
+    /// once; a batch script that cannot start ends the attempt with exit 1.
+    pub(super) async fn start(&self, key: AttemptKey, launch: Arc<Launch>, batch: bool) {
+        let this = self.clone();
+        let work = Arc::clone(&launch);
+        let started = tokio::task::spawn_blocking(move || {
+            this.journal
+                .started(key, &this.settings.agent_id)
+                .map_err(|e| format!("cannot record the attempt in the agent's journal: {e}"))?;
+            if batch {
+                this.spawn_batch(&work).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("starting the attempt panicked: {e}")));
+        match started {
+            Ok(process) => {
+                let group = process.as_ref().map(|p| p.pid() as i32);
+                let running = match self.table() {
+                    Some(mut attempts) => match attempts.get_mut(&key) {
+                        Some(attempt) => {
+                            attempt.launched(group);
+                            let running = attempt.phase == Phase::Running;
+                            if running {
+                                // Under the table's lock: before any end report.
+                                self.outbox.push(AgentReport::Started {
+                                    job: key.0,
+                                    attempt: key.1,
+                                });
+                            }
+                            running
+                        }
+                        None => false,
+                    },
+                    None => false,
+                };
+                if !running && let Some(group) = group {
+                    // Killed (or fenced) while it was being started.
+                    send(group, Signal::KILL);
+                }
+                if let Some(process) = process {
+                    self.watch_batch(key, process);
+                }
+            }
+            Err(reason) => {
+                tracing::error!(job = %key.0, attempt = key.1, "cannot start the attempt: {reason}");
+                let begun = self.table().and_then(|mut a| {
+                    a.get_mut(&key).map(|attempt| {
+                        attempt.launched(None);
+                        // A script that never started ends as exit 1.
+                        attempt.batch_exited(
+                            ExitStatus {
+                                code: 1,
+                                signal: None,
+                            },
+                            Instant::now(),
+                        )
+                    })
+                });
+                if begun == Some(Begun::Now) {
+                    self.tear_down(key);
+                }
+            }
+        }
+    }
+
+    fn spawn_batch(&self, launch: &Launch) -> Result<JobProcess, String> {
+        let job = &launch.job;
+        let attempt = job
+            .attempts
+            .iter()
+            .find(|a| a.number == launch.attempt)
+            .ok_or_else(|| format!("job {} has no attempt {}", job.id, launch.attempt))?;
+        let checkpoint_dir = self.checkpoint_dir(job.id);
+        let user = self.job_user(job)?;
+        std::fs::create_dir_all(&checkpoint_dir)
+            .map_err(|e| format!("cannot create {}: {e}", checkpoint_dir.display()))?;
+        if let Some(user) = &user {
+            let _ = nix::unistd::chown(
+                &checkpoint_dir,
+                Some(nix::unistd::Uid::from_raw(user.uid)),
+                Some(nix::unistd::Gid::from_raw(user.gid)),
+            );
+        }
+        let cluster_name = self.cluster_name();
+        let checkpoint_dir_text = checkpoint_dir.display().to_string();
+        let mut env = batch_environment(&LaunchContext {
+            job,
+            attempt,
+            node: &self.settings.node,
+            cluster_name: &cluster_name,
+            checkpoint_dir: &checkpoint_dir_text,
+            base_env: &launch.script.environment,
+        });
+        self.add_agent_vars(&mut env);
+        let program = write_script(
+            &self.settings.scripts_dir,
+            job.id,
+            attempt.number,
+            &launch.script.script,
+            user.as_ref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let workdir = PathBuf::from(&job.spec.workdir);
+        let (stdout, stderr) = output_paths(job, &self.settings.node, &workdir);
+        let spec = ProcessSpec {
+            program,
+            args: launch.script.argv.clone(),
+            env,
+            workdir,
+            stdout,
+            stderr,
+            stdin: job.spec.stdin.as_ref().map(PathBuf::from),
+            user,
+        };
+        JobProcess::spawn(&spec).map_err(|e| e.to_string())
+    }
+
+    /// Waits for the batch script; its exit ends the attempt (what is left of
+    /// it here, the tasks of steps still running and processes that escaped
+    /// them, ends with it, as in Slurm) unless something else already was.
+    fn watch_batch(&self, key: AttemptKey, mut process: JobProcess) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let status = match process.wait().await {
+                Ok(status) => status,
+                Err(e) => {
+                    tracing::error!(job = %key.0, "waiting for the batch script: {e}");
+                    ExitStatus {
+                        code: 1,
+                        signal: None,
+                    }
+                }
+            };
+            let begun = this.table().and_then(|mut a| {
+                a.get_mut(&key)
+                    .map(|attempt| attempt.batch_exited(status, Instant::now()))
+            });
+            if begun == Some(Begun::Now) {
+                this.tear_down(key);
+            }
+        });
+    }
+}

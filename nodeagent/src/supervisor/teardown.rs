@@ -1,0 +1,143 @@
+//! Waiting for an ending attempt's processes to be gone: its batch script
+//! reaped, its process groups (the script's and the steps' tasks') empty, no
+//! task still starting, no escaped process left. From the attempt's SIGKILL
+//! time on, whatever is left is SIGKILLed at every look (escaped processes may
+//! fork more). Processes still there the unkillable timeout after that (stuck
+//! in the kernel, say, on a dead file system) are given up on, as Slurm does
+//! after UnkillableStepTimeout: the leader drains the node, naming the job and
+//! the pids, and fails the attempt over; the agent goes on trying to kill them.
+
+use std::time::Duration;
+
+use corral_proto::agent::AgentReport;
+use corral_state::slurm::signal::Signal;
+use nix::sys::signal::{Signal as NixSignal, killpg};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+use super::attempt::{AttemptKey, Phase};
+use super::{Supervisor, send_pid};
+use crate::job::process::process_group_alive;
+
+/// Between two looks at processes that survived the unkillable timeout.
+const LINGERING_EVERY: Duration = Duration::from_secs(5);
+
+impl Supervisor {
+    /// Waits, on a task of its own, until attempt `key` (ending) has nothing
+    /// left here, then reports its end.
+    pub(super) fn tear_down(&self, key: AttemptKey) {
+        let this = self.clone();
+        tokio::spawn(async move { this.wait_until_gone(key).await });
+    }
+
+    async fn wait_until_gone(&self, key: AttemptKey) {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let look = self.table().and_then(|a| {
+                let attempt = a.get(&key)?;
+                let Phase::Ending { kill_at, .. } = attempt.phase else {
+                    return None;
+                };
+                Some((kill_at, attempt.groups(), attempt.gone(false, false)))
+            });
+            let Some((kill_at, groups, settled)) = look else {
+                return;
+            };
+            let live: Vec<i32> = groups
+                .into_iter()
+                .filter(|g| process_group_alive(*g))
+                .collect();
+            // Looking for escaped processes reads every process's environment:
+            // only once the groups are gone (a SIGKILL of a live group comes
+            // first anyway).
+            let escaped = if live.is_empty() {
+                self.escaped(key)
+            } else {
+                Vec::new()
+            };
+            if settled && live.is_empty() && escaped.is_empty() {
+                self.finish(key);
+                return;
+            }
+            let now = Instant::now();
+            if now >= kill_at {
+                for group in &live {
+                    let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
+                }
+                for pid in &escaped {
+                    send_pid(*pid, Signal::KILL);
+                }
+            }
+            if now >= kill_at + self.settings.unkillable_timeout
+                && (!live.is_empty() || !escaped.is_empty())
+            {
+                self.give_up(key, &live, &escaped);
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// The attempt's processes outlived the unkillable timeout: report them
+    /// (the leader drains the node and fails the attempt over) and keep
+    /// trying to kill them in the background.
+    fn give_up(&self, key: AttemptKey, groups: &[i32], escaped: &[i32]) {
+        let mut pids: Vec<i32> = groups
+            .iter()
+            .flat_map(|g| crate::job::process::group_members(*g))
+            .chain(escaped.iter().copied())
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let timeout = self.settings.unkillable_timeout;
+        tracing::error!(
+            job = %key.0,
+            attempt = key.1,
+            ?pids,
+            "processes survived SIGKILL for {} s (unkillable): draining the node and giving the attempt up",
+            timeout.as_secs()
+        );
+        let report = AgentReport::Unkillable {
+            job: key.0,
+            attempt: key.1,
+            pids: pids.clone(),
+            after_s: timeout.as_secs(),
+        };
+        if let Some(mut attempts) = self.table()
+            && let Some(attempt) = attempts.get_mut(&key)
+        {
+            let id = self.outbox.push(report.clone());
+            attempt.ended(id);
+        }
+        if let Err(e) = self.journal.ended(key, &self.settings.agent_id, &report) {
+            tracing::warn!(job = %key.0, attempt = key.1, "cannot record the attempt's end: {e}");
+        }
+        let groups = groups.to_vec();
+        tokio::spawn(async move {
+            loop {
+                let live: Vec<i32> = groups
+                    .iter()
+                    .copied()
+                    .filter(|g| process_group_alive(*g))
+                    .collect();
+                let pids: Vec<i32> = pids
+                    .iter()
+                    .copied()
+                    .filter(|p| crate::job::process::process_alive(*p))
+                    .collect();
+                if live.is_empty() && pids.is_empty() {
+                    tracing::info!(job = %key.0, attempt = key.1, "the unkillable processes are gone at last; resume the node when it is healthy");
+                    return;
+                }
+                for group in &live {
+                    let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
+                }
+                for pid in &pids {
+                    send_pid(*pid, Signal::KILL);
+                }
+                tokio::time::sleep(LINGERING_EVERY).await;
+            }
+        });
+    }
+}
