@@ -369,6 +369,10 @@ pub enum LocalAction {
         dir: PathBuf,
         /// The process.
         process: String,
+        /// Extra environment for this start only, `NAME=VALUE` (repeatable),
+        /// e.g. `--env FAKETIME=+1h --env LD_PRELOAD=...` to skew a clock.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
     },
     /// Inject an XID error into a simulated GPU of a local node.
     Xid {

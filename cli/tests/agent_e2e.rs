@@ -12,66 +12,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{LocalCluster, corral_bin, logs, script};
-
-/// Polls `corral show job --json` until `done` holds (or panics after `patience`).
-fn wait_job(
-    cluster: &LocalCluster,
-    id: &str,
-    patience: Duration,
-    what: &str,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = Instant::now() + patience;
-    loop {
-        let out = cluster.corral("user-corral-admin", &["--json", "show", "job", id]);
-        if out.status.success() {
-            let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if done(&reply["job"]) {
-                return reply["job"].clone();
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "job {id}: {what} did not happen within {patience:?}; job: {}\n{}",
-                    reply["job"],
-                    logs(cluster.dir.path())
-                );
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Jobs run as their user: submit as the user running the tests (the agents
-/// run as that user too, or as root and switch to it).
-fn submit(cluster: &LocalCluster, path: &Path) -> String {
-    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
-    let principal = format!("user-{}", me.trim());
-    cluster
-        .ok(
-            &principal,
-            &["submit", "--parsable", path.to_str().unwrap()],
-        )
-        .trim()
-        .to_string()
-}
-
-/// Submits `path` and waits until its first attempt started; returns the job id
-/// and its batch host.
-fn submit_and_start(cluster: &LocalCluster, path: &Path) -> (String, String) {
-    let id = submit(cluster, path);
-    let job = wait_job(cluster, &id, Duration::from_secs(60), "start", |j| {
-        j["state"] == "Running"
-            && j["attempts"][0]["started_on"]
-                .as_array()
-                .is_some_and(|s| !s.is_empty())
-    });
-    let node = job["attempts"][0]["allocation"][0]["node"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    (id, node)
-}
+use support::{
+    LocalCluster, alive, corral_bin, pid_of, script, signal, submit, submit_and_start, wait_job,
+    wait_until,
+};
 
 /// Submits `path` and waits until the job completes; returns its id and record.
 fn submit_and_complete(cluster: &LocalCluster, path: &Path) -> (String, serde_json::Value) {
@@ -254,22 +198,6 @@ fn an_xid_kills_the_gang_drains_the_gpu_and_the_job_resumes_from_its_checkpoint(
     );
 }
 
-fn pid_of(dir: &Path, name: &str) -> i32 {
-    std::fs::read_to_string(dir.join(format!("pids/{name}.pid")))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-fn signal(pid: i32, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[test]
 fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
     let cluster = LocalCluster::start_with_agents(3, 4);
@@ -277,9 +205,16 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
     let path = script(
         dir,
         "long.sh",
-        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=long-%j.out\necho attempt $CORRAL_ATTEMPT on $SLURMD_NODENAME\nsleep 600\n",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=long-%j.out\necho attempt $CORRAL_ATTEMPT on $SLURMD_NODENAME\necho $$ > \"$SLURM_SUBMIT_DIR/long.pid\"\nsleep 600\n",
     );
     let (id, node) = submit_and_start(&cluster, &path);
+    let pid_file = dir.join("long.pid");
+    let read_pid =
+        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    wait_until(Duration::from_secs(60), "the job writes its pid", || {
+        read_pid().is_some()
+    });
+    let job_pid = read_pid().unwrap();
     let killed_at = Instant::now();
     signal(pid_of(dir, &format!("agent-{node}")), "-9");
     let rerun = wait_job(
@@ -293,6 +228,12 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
     assert!(
         waited >= Duration::from_secs(3),
         "requeued before the lease could lapse ({waited:?})"
+    );
+    // The dead agent's watchdog fenced attempt 1 when its lease ran out,
+    // before the leader could run attempt 2.
+    assert!(
+        !alive(job_pid),
+        "attempt 1 still runs beside attempt 2 after its agent died"
     );
     let second = rerun["attempts"][1]["allocation"][0]["node"]
         .as_str()
@@ -340,12 +281,6 @@ fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
     for pid in &controllers {
         signal(*pid, "-STOP");
     }
-    let alive = |pid: i32| {
-        Path::new(&format!("/proc/{pid}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ")
-    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while alive(job_pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

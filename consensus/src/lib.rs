@@ -42,6 +42,7 @@ pub mod pb {
 }
 
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
+pub use proposer::Clock;
 pub use replica::{
     Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics, open_database,
 };

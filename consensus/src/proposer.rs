@@ -53,6 +53,16 @@ struct Waiting {
     arrived: Instant,
 }
 
+/// The leader's clock, which stamps commands as they enter the log.
+#[derive(Clone)]
+pub struct Clock(pub Arc<dyn Fn() -> corral_state::Timestamp + Send + Sync>);
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 /// The proposer of one replica.
 pub struct Proposer {
     queue: mpsc::Sender<Waiting>,
@@ -60,32 +70,48 @@ pub struct Proposer {
     /// True while this replica leads without contact with a quorum (see
     /// [`crate::leadership`]).
     stale: watch::Receiver<bool>,
+    /// Stamps every command's time, when set.
+    clock: Option<Clock>,
 }
 
 impl Proposer {
     /// Starts the batching task for `raft`. While `stale` is true (this replica
     /// leads but no quorum answers it), proposals are refused at once.
-    pub fn start(raft: Raft, timeout: Duration, stale: watch::Receiver<bool>) -> Arc<Self> {
+    pub fn start(
+        raft: Raft,
+        timeout: Duration,
+        stale: watch::Receiver<bool>,
+        clock: Option<Clock>,
+    ) -> Arc<Self> {
         let (queue, receiver) = mpsc::channel(QUEUE_DEPTH);
         tokio::spawn(batch_loop(raft, receiver, timeout));
         Arc::new(Proposer {
             queue,
             timeout,
             stale,
+            clock,
         })
     }
 
     /// Proposes `commands`, applied in order in one entry (with other callers'),
     /// and waits for their results. The timeout counts from now, queueing
     /// included; when it passes the outcome is unknown (the commands may still
-    /// commit). A leader without contact with a quorum refuses at once
+    /// commit). With a clock, every command is stamped with it first. A
+    /// leader without contact with a quorum refuses at once
     /// (`NotLeader` without a leader: nothing was proposed) and gives up on
     /// the proposals it holds when it loses contact (`Lost`: they may still
     /// commit if contact comes back before a new leader is elected).
-    pub async fn propose(&self, commands: Vec<Command>) -> Results {
+    pub async fn propose(&self, mut commands: Vec<Command>) -> Results {
         let mut stale = self.stale.clone();
         if *stale.borrow_and_update() {
             return Err(ProposeError::NotLeader { leader: None });
+        }
+        // Only a leader's entries commit, so time in the log is the leader's.
+        if let Some(clock) = &self.clock {
+            let now = (clock.0)();
+            for command in &mut commands {
+                command.stamp(now);
+            }
         }
         let mut encoded = EncodedCommands::default();
         for command in &commands {

@@ -26,7 +26,7 @@ pub use crate::leadership::Leadership;
 use crate::network::PeerNetwork;
 use crate::pb::peer_server::PeerServer;
 use crate::peer_service::PeerService;
-use crate::proposer::{Proposer, Results};
+use crate::proposer::{Clock, Proposer, Results};
 use crate::state_machine::StateMachineStore;
 use crate::storage::Storage;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
@@ -136,6 +136,10 @@ pub struct ReplicaConfig {
     pub timing: RaftTiming,
     /// Name checked by openraft in every message, so two clusters never mix.
     pub cluster_name: String,
+    /// The clock that stamps every command this replica's proposer puts in
+    /// the log (only the leader's proposer does), so that whichever replica a
+    /// client reached, time is the leader's; `None` keeps the callers' stamps.
+    pub clock: Option<Clock>,
 }
 
 /// A replica's Raft position and storage figures.
@@ -169,6 +173,9 @@ pub struct ReplicaMetrics {
     pub fsync_micros: u64,
     /// Bytes the database, the log's segments and the snapshot take on disk.
     pub disk_bytes: u64,
+    /// This replica's wall clock when the figures were taken, ms since the
+    /// epoch (how the leader sees its followers' clocks).
+    pub clock_ms: u64,
 }
 
 /// A member of the Raft group.
@@ -251,7 +258,12 @@ impl Replica {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let (leadership, stale) =
             crate::leadership::follow(&raft, config.id, timing.quorum_contact_timeout);
-        let proposer = Proposer::start(raft.clone(), timing.propose_timeout, stale.clone());
+        let proposer = Proposer::start(
+            raft.clone(),
+            timing.propose_timeout,
+            stale.clone(),
+            config.clock.clone(),
+        );
 
         // Nagle off on accepted sockets too (the builder's setting does not reach a
         // caller-supplied listener): small Raft messages must not wait for
@@ -467,6 +479,27 @@ impl Replica {
         collect_metrics(self.id, &self.raft, &self.storage)
     }
 
+    /// Another member's metrics, asked over the peer connection.
+    pub async fn peer_metrics(&self, id: ReplicaId) -> Result<ReplicaMetrics, String> {
+        let member = self
+            .members()
+            .into_iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| format!("replica {id} is not a member"))?;
+        let bytes = self
+            .network
+            .call(
+                id,
+                &member.addr.peer,
+                crate::network::Method::Metrics,
+                Vec::new(),
+                Duration::from_secs(2),
+            )
+            .await
+            .map_err(|status| status.message().to_string())?;
+        crate::codec::decode(&bytes).map_err(|e| e.to_string())
+    }
+
     /// Every member (voters and learners) with its addresses, as this replica's
     /// latest membership entry says, and whether it votes.
     pub fn members(&self) -> Vec<Member> {
@@ -572,6 +605,9 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> Repl
         disk_bytes: storage.db.size_on_disk().unwrap_or(0)
             + storage.wal.disk_bytes()
             + storage.state.snapshot_disk_bytes(),
+        clock_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     }
 }
 

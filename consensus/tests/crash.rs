@@ -30,6 +30,7 @@ async fn single_replica(dir: &std::path::Path) -> Replica {
         tls,
         timing: timing(),
         cluster_name: "crash".into(),
+        clock: None,
     };
     let replica = Replica::start(config).await.unwrap();
     let me = ReplicaAddr {

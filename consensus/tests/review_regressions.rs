@@ -198,6 +198,7 @@ async fn p3_restart_right_after_shutdown() {
             tls,
             timing: cluster.timing.clone(),
             cluster_name: "test".into(),
+            clock: None,
         };
         let t0 = Instant::now();
         let mut failures = 0;
@@ -259,6 +260,7 @@ async fn p3b_restart_while_snapshot_builds() {
         tls,
         timing: cluster.timing.clone(),
         cluster_name: "test".into(),
+        clock: None,
     };
     match corral_consensus::Replica::start(config).await {
         Ok(r) => {
@@ -350,6 +352,7 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
             ..support::timing()
         },
         cluster_name: "p5".into(),
+        clock: None,
     };
     let replica = corral_consensus::Replica::start(config).await.unwrap();
     let me = ReplicaAddr {

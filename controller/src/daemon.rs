@@ -35,6 +35,7 @@ pub struct Controller {
     stop_api: oneshot::Sender<()>,
     api_server: JoinHandle<()>,
     gateway: AgentGateway,
+    clock_watch: JoinHandle<()>,
 }
 
 impl Controller {
@@ -58,6 +59,8 @@ impl Controller {
             tls: tls.clone(),
             timing,
             cluster_name: config.cluster_name.clone(),
+            // Time belongs to the leader: its proposer stamps every command.
+            clock: Some(corral_consensus::Clock(Arc::new(crate::clock::now))),
         })
         .await
         .context("starting the Raft replica")?;
@@ -83,12 +86,19 @@ impl Controller {
         let liveness = config.liveness.clone();
         let gateway_wake = Arc::clone(&wake);
         let agents = AgentSessions::default();
+        let clock_offsets = crate::clock_skew::ClockOffsets::default();
+        let clock_watch = tokio::spawn(crate::clock_skew::watch(
+            Arc::clone(&replica),
+            clock_offsets.clone(),
+            stop_loop.subscribe(),
+        ));
         let ctx = Arc::new(ApiContext {
             replica: Arc::clone(&replica),
             config: Arc::new(config),
             wake_scheduler: wake,
             stopping: stop_loop.subscribe(),
             agents: agents.clone(),
+            clock_offsets,
         });
         let incoming = TcpIncoming::bind(api_listen)
             .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?
@@ -140,6 +150,7 @@ impl Controller {
             stop_api,
             api_server,
             gateway,
+            clock_watch,
         })
     }
 
@@ -160,6 +171,7 @@ impl Controller {
         let _ = self.stop_loop.send(true);
         let _ = self.stop_api.send(());
         let _ = self.leader_loop.await;
+        let _ = self.clock_watch.await;
         self.gateway.shutdown(self.stop_loop.subscribe()).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), self.api_server).await;
         let mut replica = self.replica;

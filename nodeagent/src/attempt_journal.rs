@@ -148,22 +148,29 @@ impl Journal {
         })
     }
 
-    /// Deletes acknowledged records older than [`RETAIN`] and forgets them.
+    /// Deletes acknowledged records older than [`RETAIN`] and forgets them;
+    /// returns how many.
     pub fn prune(&self) -> io::Result<usize> {
-        let (_, kept) = Journal::open(&self.dir)?;
-        let mut newest = BTreeMap::new();
-        for record in &kept {
-            let entry = newest.entry(record.job).or_insert(record.attempt);
-            *entry = (*entry).max(record.attempt);
-        }
-        let pruned = match self.newest.lock() {
-            Ok(mut current) => {
-                let before = current.len();
-                current.retain(|job, _| newest.contains_key(job));
-                before - current.len()
+        let mut pruned = 0;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let Ok(record) = serde_json::from_slice::<Record>(&bytes) else {
+                continue;
+            };
+            if !record.acknowledged || !older_than(&path, RETAIN) {
+                continue;
             }
-            Err(_) => 0,
-        };
+            std::fs::remove_file(&path)?;
+            pruned += 1;
+            if let Ok(mut newest) = self.newest.lock()
+                && newest.get(&record.job) == Some(&record.attempt)
+            {
+                newest.remove(&record.job);
+            }
+        }
         Ok(pruned)
     }
 

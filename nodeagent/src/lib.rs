@@ -5,10 +5,12 @@
 //! them across agent restarts, and `recovery` deals at start with what earlier
 //! agents left; `link` finds the leader and talks to it over QUIC; `lease` is
 //! what fencing watches; `outbox` keeps reports until the leader acknowledges
-//! them; `step` runs job steps (`srun`) across the allocation's agents and
+//! them, and `fence_watch` kills a dead agent's jobs when its lease runs
+//! out; `step` runs job steps (`srun`) across the allocation's agents and
 //! takes checkpoint reports from jobs.
 
 pub mod attempt_journal;
+pub mod fence_watch;
 pub mod gpu;
 pub mod job;
 pub mod lease;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use corral_agent::attempt_journal::Journal;
+use corral_agent::fence_watch;
 use corral_agent::gpu::{
     GpuBackend, XidAction, backend_from_spec, classify_xid, sample_periodically,
 };
@@ -90,6 +91,13 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some(fence_watch::SUBCOMMAND) {
+        return match argv.next() {
+            Some(agent_id) => fence_watch::run(&agent_id),
+            None => ExitCode::from(2),
+        };
+    }
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -150,7 +158,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             checkpoint_root: args.checkpoint_root.clone(),
             run_as_job_user,
             step_socket: Some(step_socket.clone()),
-            agent_id,
+            agent_id: agent_id.clone(),
             unkillable_timeout,
         },
         outbox.clone(),
@@ -204,6 +212,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
     let lease = Lease::default();
+    // If this agent dies, its jobs end when its lease does.
+    if let Err(e) = fence_watch::start(&agent_id, &lease) {
+        tracing::error!(
+            "cannot start the fencing watchdog ({e}); if this agent dies, its jobs run on until it starts again"
+        );
+    }
 
     // XID fail-fast: kill the attempts using the GPU at once, then tell the leader.
     let mut xids = gpus.xid_events();

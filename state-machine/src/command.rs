@@ -424,6 +424,76 @@ pub enum Command {
     },
 }
 
+/// The leader time a command carries, by reference: one list of the commands
+/// that carry one, for shared and mutable borrows alike.
+macro_rules! time_slot {
+    ($command:expr) => {{
+        use Command::*;
+        match $command {
+            Submit { at, .. }
+            | Cancel { at, .. }
+            | Release { at, .. }
+            | Requeue { at, .. }
+            | UpdateJob { at, .. }
+            | ApplyPlan { at, .. }
+            | Tick { at }
+            | AttemptStarted { at, .. }
+            | BatchExited { at, .. }
+            | NodeReleased { at, .. }
+            | ReportCheckpoint { at, .. }
+            | RegisterNode { at, .. }
+            | NodeDown { at, .. }
+            | DrainNode { at, .. }
+            | GpuFailed { at, .. }
+            | DrainGpu { at, .. }
+            | DefineNodes { at, .. }
+            | ApplicationXid { at, .. }
+            | AttemptLost { at, .. } => Some(at),
+            Hold { .. }
+            | ResumeNode { .. }
+            | ResumeGpu { .. }
+            | SetConfig { .. }
+            | RemoveNode { .. }
+            | SetPartition { .. }
+            | RemovePartition { .. }
+            | SetAccount { .. }
+            | RemoveAccount { .. }
+            | SetUser { .. }
+            | RemoveUser { .. }
+            | SetQos { .. }
+            | RemoveQos { .. }
+            | SetTopology { .. }
+            | SetReservation { .. }
+            | DeleteReservation { .. } => None,
+        }
+    }};
+}
+impl Command {
+    /// The leader time the command carries, if it carries one.
+    pub fn time(&self) -> Option<Timestamp> {
+        self.time_slot().map(|at| *at)
+    }
+
+    /// Sets the leader time the command carries (commands without one are
+    /// left alone). Only the leader stamps time: whichever replica a client
+    /// reached, the leader's proposer stamps each command with its own clock
+    /// before it enters the log, so a replica with a wrong clock cannot move
+    /// the cluster's time.
+    pub fn stamp(&mut self, at: Timestamp) {
+        if let Some(slot) = self.time_slot_mut() {
+            *slot = at;
+        }
+    }
+
+    fn time_slot(&self) -> Option<&Timestamp> {
+        time_slot!(self)
+    }
+
+    fn time_slot_mut(&mut self) -> Option<&mut Timestamp> {
+        time_slot!(self)
+    }
+}
+
 /// What an accepted command did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {

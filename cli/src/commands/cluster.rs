@@ -21,6 +21,7 @@ pub async fn run(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
             .map(|m| {
                 serde_json::json!({
                     "id": m.id, "peer": m.peer_addr, "api": m.api_addr, "voter": m.voter, "lag": m.lag,
+                    "clock_offset_ms": m.clock_offset_ms,
                 })
             })
             .collect();

@@ -11,6 +11,9 @@ use super::table::{Align, Column, Style, Width, render};
 /// A summary block, then the members table (`*` marks the leader, `(this)` the
 /// replica that answered). MATCHED and LAG are known only when the leader
 /// answered (`-` otherwise); LAG counts log entries behind the leader's last.
+/// Clock offsets beyond this are flagged (the controllers log them too).
+const CLOCK_WARN_MS: u64 = 1_000;
+
 pub fn cluster_status(reply: &ClusterStatusReply) -> String {
     let leader = match reply.leader_id {
         Some(id) => {
@@ -64,14 +67,29 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
             if reply.leader_id == Some(m.id) {
                 id.push('*');
             }
-            let note = if m.id == reply.this_id { "(this)" } else { "" };
+            let mut notes = Vec::new();
+            if m.id == reply.this_id {
+                notes.push("(this)".to_string());
+            }
+            if let Some(offset) = m
+                .clock_offset_ms
+                .filter(|o| o.unsigned_abs() > CLOCK_WARN_MS)
+            {
+                notes.push(format!(
+                    "clock {:.1} s {} the leader's: check its time synchronisation",
+                    offset.unsigned_abs() as f64 / 1000.0,
+                    if offset > 0 { "ahead of" } else { "behind" }
+                ));
+            }
             vec![
                 id,
                 if m.voter { "voter" } else { "learner" }.to_string(),
                 m.peer_addr.clone(),
                 m.api_addr.clone(),
                 optional(m.lag),
-                note.to_string(),
+                m.clock_offset_ms
+                    .map_or_else(|| "-".to_string(), |o| format!("{o:+}")),
+                notes.join(" "),
             ]
         })
         .collect();
@@ -81,6 +99,7 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
         Column::new("PEER", Align::Left, Width::Fit),
         Column::new("API", Align::Left, Width::Fit),
         Column::new("LAG", Align::Right, Width::Fit),
+        Column::new("CLOCK_MS", Align::Right, Width::Fit),
         Column::new("", Align::Left, Width::Fit),
     ];
     out.push_str(&render(
@@ -106,6 +125,7 @@ mod tests {
             api_addr: format!("10.0.0.{id}:7000"),
             voter,
             lag,
+            clock_offset_ms: lag.map(|_| if id == 4 { 3_600_250 } else { 0 }),
         }
     }
 
@@ -143,10 +163,10 @@ Jobs:    3 pending, 2 running
 Nodes:   16
 Clock:   2026-11-21T08:00:00 UTC
 
-ID ROLE    PEER          API            LAG
-1* voter   10.0.0.1:7001 10.0.0.1:7000    0 (this)
- 2 voter   10.0.0.2:7001 10.0.0.2:7000    5
- 4 learner 10.0.0.4:7001 10.0.0.4:7000 1190
+ID ROLE    PEER          API            LAG CLOCK_MS
+1* voter   10.0.0.1:7001 10.0.0.1:7000    0       +0 (this)
+ 2 voter   10.0.0.2:7001 10.0.0.2:7000    5       +0
+ 4 learner 10.0.0.4:7001 10.0.0.4:7000 1190 +3600250 clock 3600.2 s ahead of the leader's: check its time synchronisation
 ";
         assert_eq!(cluster_status(&reply()), expected);
     }
@@ -159,11 +179,12 @@ ID ROLE    PEER          API            LAG
         reply.leader_api_addr.clear();
         for m in &mut reply.members {
             m.lag = None;
+            m.clock_offset_ms = None;
         }
         let out = cluster_status(&reply);
         assert!(out.contains("Leader:  none (an election is under way; retry in a moment)\n"));
         assert!(
-            out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000   - (this)\n"),
+            out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000   -        - (this)\n"),
             "{out}"
         );
     }

@@ -161,6 +161,41 @@ impl LocalCluster {
             .unwrap()
     }
 
+    /// `corral local start NAME`: starts a stopped process of the cluster again.
+    pub fn restart(&self, name: &str) {
+        let out = Command::new(corral_bin())
+            .args(["local", "start", "--dir"])
+            .arg(self.dir.path())
+            .arg(name)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "corral local start {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Every line of the agents' logs that contains `text`.
+    pub fn agent_log_lines(&self, text: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !name.starts_with("agent-") {
+                    continue;
+                }
+                let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                lines.extend(
+                    log.lines()
+                        .filter(|l| l.contains(text))
+                        .map(|l| format!("{name}: {l}")),
+                );
+            }
+        }
+        lines
+    }
+
     /// SIGKILLs controller `id`.
     pub fn kill(&self, id: u64) {
         let status = Command::new("kill")
@@ -201,6 +236,107 @@ pub fn logs(dir: &Path) -> String {
         }
     }
     text
+}
+
+/// Polls `corral show job --json` until `done` holds (or panics after `patience`).
+pub fn wait_job(
+    cluster: &LocalCluster,
+    id: &str,
+    patience: Duration,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + patience;
+    loop {
+        let out = cluster.corral("user-corral-admin", &["--json", "show", "job", id]);
+        if out.status.success() {
+            let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if done(&reply["job"]) {
+                return reply["job"].clone();
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "job {id}: {what} did not happen within {patience:?}; job: {}\n{}",
+                    reply["job"],
+                    logs(cluster.dir.path())
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The certificate name of the user running the tests (`user-NAME`).
+pub fn me() -> String {
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    format!("user-{}", me.trim())
+}
+
+/// Jobs run as their user: submit as the user running the tests (the agents
+/// run as that user too, or as root and switch to it).
+pub fn submit(cluster: &LocalCluster, path: &Path) -> String {
+    cluster
+        .ok(&me(), &["submit", "--parsable", path.to_str().unwrap()])
+        .trim()
+        .to_string()
+}
+
+/// Submits `path` and waits until its first attempt started; returns the job id
+/// and its batch host.
+pub fn submit_and_start(cluster: &LocalCluster, path: &Path) -> (String, String) {
+    let id = submit(cluster, path);
+    let job = wait_job(cluster, &id, Duration::from_secs(60), "start", |j| {
+        j["state"] == "Running"
+            && j["attempts"][0]["started_on"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty())
+    });
+    let node = job["attempts"][0]["allocation"][0]["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (id, node)
+}
+
+/// The pid of process `name` (`controller-1`, `agent-gpu01`) of the cluster in `dir`.
+pub fn pid_of(dir: &Path, name: &str) -> i32 {
+    std::fs::read_to_string(dir.join(format!("pids/{name}.pid")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `kill SIGNAL PID` (`-9`, `-STOP`, ...).
+pub fn signal(pid: i32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
+        .is_some_and(|state| !state.starts_with('Z') && !state.starts_with('X'))
+}
+
+/// Polls `condition` every 20 ms until it holds; panics after `patience`.
+pub fn wait_until(patience: Duration, what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + patience;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {patience:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Writes a batch script into `dir` and returns its path.

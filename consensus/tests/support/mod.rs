@@ -88,6 +88,7 @@ impl TestCluster {
             tls,
             timing: self.timing.clone(),
             cluster_name: "test".into(),
+            clock: None,
         };
         let replica = Replica::start(config).await.unwrap();
         self.addrs.insert(id, replica.peer_addr());

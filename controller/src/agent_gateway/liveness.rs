@@ -178,36 +178,96 @@ pub async fn monitor(
             Err(_) => continue,
         };
         let now = Instant::now();
-        for node in up {
-            let last = heartbeats.last(&node).map_or(since, |l| l.max(since));
-            let silent = now.saturating_duration_since(last);
-            if silent < down_after {
-                continue;
+        let silent = silent_nodes(&up, |node| heartbeats.last(node), since, now, down_after);
+        if silent.is_empty() {
+            continue;
+        }
+        // Every due node in one proposal: a slow commit for one node must not
+        // hold up the others' declarations.
+        let at = clock::now();
+        let commands: Vec<Command> = silent
+            .iter()
+            .map(|(node, quiet)| {
+                let reason = format!(
+                    "no heartbeat from its agent for {:.1} s (lease and margin: {:.1} s)",
+                    quiet.as_secs_f64(),
+                    down_after.as_secs_f64()
+                );
+                tracing::warn!(%node, "declaring node down: {reason}");
+                Command::NodeDown {
+                    node: node.clone(),
+                    reason,
+                    by: leader_actor(),
+                    at,
+                }
+            })
+            .collect();
+        match replica.propose_all(commands).await {
+            Ok(results) => {
+                for ((node, _), result) in silent.iter().zip(results) {
+                    match result {
+                        Ok(_) => heartbeats.beat(node),
+                        Err(rejection) => {
+                            tracing::warn!(%node, "node down refused: {rejection}");
+                        }
+                    }
+                }
             }
-            let reason = format!(
-                "no heartbeat from its agent for {:.1} s (lease and margin: {:.1} s)",
-                silent.as_secs_f64(),
-                down_after.as_secs_f64()
-            );
-            tracing::warn!(%node, "declaring node down: {reason}");
-            let command = Command::NodeDown {
-                node: node.clone(),
-                reason,
-                by: leader_actor(),
-                at: clock::now(),
-            };
-            match replica.propose(command).await {
-                Ok(Ok(_)) => heartbeats.beat(&node),
-                Ok(Err(rejection)) => tracing::warn!(%node, "node down refused: {rejection}"),
-                Err(e) => tracing::warn!(%node, "node down not committed: {e}"),
-            }
+            Err(e) => tracing::warn!("node down not committed: {e}"),
         }
     }
+}
+
+/// The nodes of `up` silent for `down_after` or longer by `now`, with how
+/// long: each counted from its last heartbeat (`last`), and never from before
+/// `since`, when this replica began to lead.
+pub fn silent_nodes(
+    up: &[String],
+    last: impl Fn(&str) -> Option<Instant>,
+    since: Instant,
+    now: Instant,
+    down_after: Duration,
+) -> Vec<(String, Duration)> {
+    up.iter()
+        .filter_map(|node| {
+            let heard = last(node).map_or(since, |l| l.max(since));
+            let quiet = now.saturating_duration_since(heard);
+            (quiet >= down_after).then(|| (node.clone(), quiet))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_silent_from_its_last_heartbeat_or_the_election_whichever_is_later() {
+        let elected = Instant::now();
+        let at = |s: u64| elected + Duration::from_secs(s);
+        let up = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let last = |node: &str| match node {
+            "a" => Some(at(2)),
+            // Heard only under the previous leader.
+            "b" => elected.checked_sub(Duration::from_secs(60)),
+            _ => None,
+        };
+        let down_after = Duration::from_secs(15);
+        assert!(silent_nodes(&up, last, elected, at(14), down_after).is_empty());
+        let due: Vec<String> = silent_nodes(&up, last, elected, at(15), down_after)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(due, vec!["b", "c"]);
+        assert_eq!(
+            silent_nodes(&up, last, elected, at(17), down_after),
+            vec![
+                ("a".to_string(), Duration::from_secs(15)),
+                ("b".to_string(), Duration::from_secs(17)),
+                ("c".to_string(), Duration::from_secs(17))
+            ]
+        );
+    }
 
     #[test]
     fn a_heartbeat_is_acknowledged_only_after_a_later_quorum_confirmation() {

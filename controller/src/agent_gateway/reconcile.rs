@@ -3,8 +3,12 @@
 //! time limit (`--signal`), and kill those that are ending or that the state no
 //! longer knows. Pure: the session remembers what it already sent, so each
 //! instruction goes out once per connection.
+//!
+//! The other direction too ([`lost_attempts`]): an attempt the state has running
+//! on the node that the agent's heartbeats no longer hold is gone there, and is
+//! failed over even if the agent never said so.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use corral_proto::agent::SignalScope;
 use corral_state::ClusterState;
@@ -39,9 +43,22 @@ pub struct SessionMemory {
     pub signalled: BTreeSet<(AttemptKey, u8)>,
     /// Kills sent.
     pub killed: BTreeSet<AttemptKey>,
+    /// Hellos and heartbeats received so far (each replaces `running`).
+    pub heartbeats: u64,
+    /// Attempts found missing from `running` while the state had them started
+    /// here, with `heartbeats` at that moment.
+    pub suspects: BTreeMap<AttemptKey, u64>,
+    /// Attempts already declared lost.
+    pub declared_lost: BTreeSet<AttemptKey>,
 }
 
 impl SessionMemory {
+    /// A hello or heartbeat said the agent holds `running`.
+    pub fn heard(&mut self, running: impl IntoIterator<Item = AttemptKey>) {
+        self.running = running.into_iter().collect();
+        self.heartbeats += 1;
+    }
+
     /// Records that `instruction` was sent.
     pub fn sent(&mut self, instruction: &Instruction) {
         match instruction {
@@ -111,6 +128,49 @@ pub fn reconcile(
         }
     }
     out
+}
+
+/// Attempts the state has running on `node` (started there, not ending) that
+/// the agent no longer holds. Missing once, an attempt is only suspected (the
+/// heartbeat may have left before the agent's report that started it was
+/// committed); missing again from a heartbeat received after that (which the
+/// agent sent after the report, on the same stream), it is gone: returned
+/// once, to be declared lost.
+pub fn lost_attempts(
+    state: &ClusterState,
+    node: &str,
+    memory: &mut SessionMemory,
+) -> Vec<AttemptKey> {
+    let Some(this) = state.nodes().get(node) else {
+        return Vec::new();
+    };
+    let missing: BTreeSet<AttemptKey> = this
+        .allocations
+        .keys()
+        .filter_map(|id| state.job(*id))
+        .filter_map(|job| {
+            let attempt = job.live_attempt()?;
+            let started_here = attempt.ending.is_none() && attempt.started_on.contains(node);
+            let key = (job.id, attempt.number);
+            (started_here && !memory.running.contains(&key)).then_some(key)
+        })
+        .collect();
+    memory.suspects.retain(|key, _| missing.contains(key));
+    let mut lost = Vec::new();
+    for key in missing {
+        match memory.suspects.get(&key) {
+            Some(since) if memory.heartbeats > *since => {
+                if memory.declared_lost.insert(key) {
+                    lost.push(key);
+                }
+            }
+            Some(_) => {}
+            None => {
+                memory.suspects.insert(key, memory.heartbeats);
+            }
+        }
+    }
+    lost
 }
 
 /// Signals the attempt should have received by `now` on `node`, and which of
@@ -202,6 +262,33 @@ mod tests {
                 Instruction::Kill((JobId(99), 4), Signal::TERM)
             ]
         );
+    }
+
+    #[test]
+    fn a_started_attempt_the_agent_no_longer_holds_is_lost_only_after_a_later_heartbeat() {
+        let mut s = cluster(2, 8);
+        let id = submit(&mut s, spec("alice", 1, 8), at(1));
+        let nodes = start(&mut s, id, at(2));
+        let node = &nodes[0];
+        let mut memory = SessionMemory::default();
+        // A heartbeat from before the start was reported: only suspected.
+        memory.heard([]);
+        assert!(lost_attempts(&s, node, &mut memory).is_empty());
+        assert!(
+            lost_attempts(&s, node, &mut memory).is_empty(),
+            "no newer heartbeat yet"
+        );
+        // The next heartbeat holds it: all is well.
+        memory.heard([(id, 1)]);
+        assert!(lost_attempts(&s, node, &mut memory).is_empty());
+        assert!(memory.suspects.is_empty());
+        // Gone from two heartbeats in a row: lost, once.
+        memory.heard([]);
+        assert!(lost_attempts(&s, node, &mut memory).is_empty());
+        memory.heard([]);
+        assert_eq!(lost_attempts(&s, node, &mut memory), vec![(id, 1)]);
+        memory.heard([]);
+        assert!(lost_attempts(&s, node, &mut memory).is_empty());
     }
 
     #[test]

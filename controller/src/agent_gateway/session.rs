@@ -25,7 +25,7 @@ use corral_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
-use super::reconcile::{Instruction, SessionMemory, reconcile};
+use super::reconcile::{Instruction, SessionMemory, lost_attempts, reconcile};
 use super::registry::{AgentSessions, Relay};
 use super::reports::propose_in_order;
 use crate::clock;
@@ -149,6 +149,11 @@ async fn run(
         write(send, &refuse(reason.clone())).await?;
         return Err(reason);
     }
+    // The node's liveness clock starts when the hello arrives, not when the
+    // registration commits: an agent that dies while its registration waits
+    // for a slow commit is declared down lease + margin after its hello, not
+    // that much after the commit. (Its lease counts from before the hello.)
+    ctx.heartbeats.beat(&node);
     let register = Command::RegisterNode {
         node: node.clone(),
         cpus: resources.cpus,
@@ -169,7 +174,6 @@ async fn run(
         }
         Err(e) => return Err(format!("registration not committed: {e}")),
     }
-    ctx.heartbeats.beat(&node);
     ctx.wake_scheduler.notify_one();
     write(
         send,
@@ -185,10 +189,8 @@ async fn run(
     let (_registration, mut relays) = ctx.agents.register(&node);
     let mut relays_open = true;
 
-    let mut memory = SessionMemory {
-        running: running.into_iter().collect(),
-        ..SessionMemory::default()
-    };
+    let mut memory = SessionMemory::default();
+    memory.heard(running);
     let (frames_tx, mut frames) = mpsc::channel::<AgentMessage>(READ_AHEAD);
     let reader = {
         // Frames are read by their own task: reading is not cancel-safe.
@@ -224,7 +226,7 @@ async fn run(
                 ctx.heartbeats.beat(&node);
                 match message {
                     AgentMessage::Heartbeat { seq, running, .. } => {
-                        memory.running = running.into_iter().collect();
+                        memory.heard(running);
                         // Acknowledged once a quorum confirms this replica
                         // still leads (see `liveness`).
                         pending_acks.push_back((seq, tokio::time::Instant::now()));
@@ -324,18 +326,37 @@ async fn instruct(
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     let now = clock::now();
-    let work = ctx
+    let (work, lost) = ctx
         .replica
         .read_local(|state| {
-            reconcile(state, node, memory, now)
+            let work = reconcile(state, node, memory, now)
                 .into_iter()
                 .map(|instruction| {
                     let message = message_for(state, &instruction, ctx.kill_grace_ms);
                     (instruction, message)
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (work, lost_attempts(state, node, memory))
         })
         .map_err(|e| e.to_string())?;
+    for (job, attempt) in lost {
+        tracing::warn!(%node, %job, attempt, "the agent's heartbeats no longer hold a running attempt: failing it over");
+        let command = Command::AttemptLost {
+            job,
+            attempt,
+            node: node.to_string(),
+            reason: "its agent's heartbeats no longer list it: its processes are gone".into(),
+            at: now,
+        };
+        let replica = Arc::clone(&ctx.replica);
+        let (wake, committed) = (Arc::clone(&ctx.wake_scheduler), Arc::clone(&ctx.committed));
+        tokio::spawn(async move {
+            if let Ok(Ok(_)) = replica.propose(command).await {
+                wake.notify_one();
+                committed.notify_waiters();
+            }
+        });
+    }
     for (instruction, message) in work {
         if let Some(message) = message {
             write(send, &message).await?;

@@ -44,6 +44,11 @@ pub fn cluster_status(ctx: &ApiContext) -> Result<ClusterStatusReply, Status> {
             } else {
                 None
             },
+            clock_offset_ms: if m.id == ctx.replica.id() && leadership.is_self {
+                Some(0)
+            } else {
+                ctx.clock_offsets.of(m.id)
+            },
         })
         .collect();
     let (digest, pending, running, nodes, clock_ms) = ctx

@@ -52,6 +52,8 @@ pub struct ApiContext {
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// The agent sessions this replica holds (only the leader holds any).
     pub agents: AgentSessions,
+    /// The followers' clocks, as this replica sees them when it leads.
+    pub clock_offsets: crate::clock_skew::ClockOffsets,
 }
 
 impl ApiContext {

@@ -131,10 +131,16 @@ impl Supervisor {
             });
             keys.extend(recovered.keys());
         }
-        for key in acknowledged {
-            if let Err(e) = self.journal.acknowledged(key, &self.settings.agent_id) {
-                tracing::warn!(job = %key.0, attempt = key.1, "cannot record an acknowledged end: {e}");
-            }
+        if !acknowledged.is_empty() {
+            // Off the caller's task: heartbeats call this.
+            let (journal, agent_id) = (Arc::clone(&self.journal), self.settings.agent_id.clone());
+            tokio::task::spawn_blocking(move || {
+                for key in acknowledged {
+                    if let Err(e) = journal.acknowledged(key, &agent_id) {
+                        tracing::warn!(job = %key.0, attempt = key.1, "cannot record an acknowledged end: {e}");
+                    }
+                }
+            });
         }
         keys.sort();
         keys

@@ -21,7 +21,7 @@ use crate::state::ClusterState;
 use crate::time::Timestamp;
 
 pub(crate) fn apply(state: &mut ClusterState, command: Command) -> Result<Outcome, Rejection> {
-    let stamped = command_time(&command);
+    let stamped = command.time();
     if let Some(at) = stamped.filter(|at| *at > Timestamp::LATEST_ACCEPTED) {
         return Err(Rejection::InvalidRequest(format!(
             "command time {} ms is after the year 2500; check the leader's clock",
@@ -32,47 +32,6 @@ pub(crate) fn apply(state: &mut ClusterState, command: Command) -> Result<Outcom
     let outcome = dispatch(state, command, now)?;
     state.clock = now;
     Ok(outcome)
-}
-
-fn command_time(command: &Command) -> Option<Timestamp> {
-    use Command::*;
-    match command {
-        Submit { at, .. }
-        | Cancel { at, .. }
-        | Release { at, .. }
-        | Requeue { at, .. }
-        | UpdateJob { at, .. }
-        | ApplyPlan { at, .. }
-        | Tick { at }
-        | AttemptStarted { at, .. }
-        | BatchExited { at, .. }
-        | NodeReleased { at, .. }
-        | ReportCheckpoint { at, .. }
-        | RegisterNode { at, .. }
-        | NodeDown { at, .. }
-        | DrainNode { at, .. }
-        | GpuFailed { at, .. }
-        | DrainGpu { at, .. }
-        | DefineNodes { at, .. }
-        | ApplicationXid { at, .. }
-        | AttemptLost { at, .. } => Some(*at),
-        Hold { .. }
-        | ResumeNode { .. }
-        | ResumeGpu { .. }
-        | SetConfig { .. }
-        | RemoveNode { .. }
-        | SetPartition { .. }
-        | RemovePartition { .. }
-        | SetAccount { .. }
-        | RemoveAccount { .. }
-        | SetUser { .. }
-        | RemoveUser { .. }
-        | SetQos { .. }
-        | RemoveQos { .. }
-        | SetTopology { .. }
-        | SetReservation { .. }
-        | DeleteReservation { .. } => None,
-    }
 }
 
 fn dispatch(

@@ -74,8 +74,16 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LocalAction::Start { dir, process } => {
-            let pid = restart(&absolute(&dir)?, &process)?;
+        LocalAction::Start { dir, process, env } => {
+            let extra = env
+                .iter()
+                .map(|pair| {
+                    pair.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .with_context(|| format!("--env {pair}: give NAME=VALUE"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let pid = restart(&absolute(&dir)?, &process, &extra)?;
             if json {
                 super::print_json(&serde_json::json!({ "process": process, "pid": pid }))?;
             } else {

@@ -35,6 +35,16 @@ pub fn spawn(dir: &Path, name: &str, launch: &Launch) -> anyhow::Result<u32> {
     let record = serde_json::to_string_pretty(launch)?;
     std::fs::write(record_path(dir, name), record)
         .with_context(|| format!("cannot write {}", record_path(dir, name).display()))?;
+    start(dir, name, launch, &[])
+}
+
+/// Starts `launch` with `extra` variables on top, and records its pid.
+fn start(
+    dir: &Path,
+    name: &str,
+    launch: &Launch,
+    extra: &[(String, String)],
+) -> anyhow::Result<u32> {
     let log_path = dir.join("logs").join(format!("{name}.log"));
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -43,7 +53,7 @@ pub fn spawn(dir: &Path, name: &str, launch: &Launch) -> anyhow::Result<u32> {
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let child = std::process::Command::new(&launch.program)
         .args(&launch.args)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(launch.env.iter().chain(extra).map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -58,8 +68,9 @@ pub fn spawn(dir: &Path, name: &str, launch: &Launch) -> anyhow::Result<u32> {
 }
 
 /// Starts process `name` (`controller-2`, `agent-gpu01`) again as it was
-/// started first; refused while it runs.
-pub fn restart(dir: &Path, name: &str) -> anyhow::Result<u32> {
+/// started first, with `extra` variables for this start only; refused while
+/// it runs.
+pub fn restart(dir: &Path, name: &str, extra: &[(String, String)]) -> anyhow::Result<u32> {
     if super::status(dir)?
         .iter()
         .any(|p| p.name == name && p.running)
@@ -76,7 +87,7 @@ pub fn restart(dir: &Path, name: &str) -> anyhow::Result<u32> {
     })?;
     let launch: Launch =
         serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-    spawn(dir, name, &launch)
+    start(dir, name, &launch, extra)
 }
 
 #[cfg(test)]
@@ -117,11 +128,11 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never ended");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        restart(dir.path(), "corral-echo").expect("restarted");
+        restart(dir.path(), "corral-echo", &[]).expect("restarted");
         while !count(2) {
             assert!(std::time::Instant::now() < deadline, "never ran again");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert!(restart(dir.path(), "nothing").is_err());
+        assert!(restart(dir.path(), "nothing", &[]).is_err());
     }
 }

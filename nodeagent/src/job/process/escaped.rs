@@ -75,11 +75,20 @@ pub struct Leftover {
 /// Live processes, of any user, started by an agent of `node` other than
 /// `current` (their `CORRAL_AGENT_ID` is `node:` and another start's id).
 pub fn earlier_agents_processes(node: &str, current: &str) -> Vec<Leftover> {
+    let prefix = format!("{node}:");
+    processes_of_agents(|agent| agent.starts_with(&prefix) && agent != current)
+}
+
+/// Live job processes, of any user, started by agent `agent`.
+pub fn agent_processes(agent: &str) -> Vec<Leftover> {
+    processes_of_agents(|started_by| started_by == agent)
+}
+
+/// Live job processes, of any user, whose `CORRAL_AGENT_ID` `agent` accepts.
+fn processes_of_agents(agent: impl Fn(&str) -> bool) -> Vec<Leftover> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let prefix = format!("{AGENT_ID_ENV}={node}:");
-    let current = format!("{AGENT_ID_ENV}={current}");
     let me = std::process::id();
     let mut found = Vec::new();
     for entry in entries.flatten() {
@@ -96,23 +105,25 @@ pub fn earlier_agents_processes(node: &str, current: &str) -> Vec<Leftover> {
         let Ok(environ) = fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let mut agent = None;
+        let mut started_by = None;
         let mut job = None;
         let mut attempt = None;
         for var in environ.split(|b| *b == 0) {
             let Ok(var) = std::str::from_utf8(var) else {
                 continue;
             };
-            if var.starts_with(AGENT_ID_ENV) {
-                agent = Some(var);
+            if let Some(value) = var
+                .strip_prefix(AGENT_ID_ENV)
+                .and_then(|v| v.strip_prefix('='))
+            {
+                started_by = Some(value);
             } else if let Some(value) = var.strip_prefix("SLURM_JOB_ID=") {
                 job = value.parse().ok();
             } else if let Some(value) = var.strip_prefix("CORRAL_ATTEMPT=") {
                 attempt = value.parse().ok();
             }
         }
-        let earlier = agent.is_some_and(|a| a.starts_with(&prefix) && a != current);
-        if !earlier || !super::group::process_alive(pid as i32) {
+        if !started_by.is_some_and(&agent) || !super::group::process_alive(pid as i32) {
             continue;
         }
         if let (Some(job), Some(attempt), Ok(pid)) = (job, attempt, i32::try_from(pid)) {
@@ -158,6 +169,16 @@ mod tests {
             "the current agent's own"
         );
         assert!(!found("leftover", "leftover:new"), "another node's");
+        assert!(
+            agent_processes("leftover-node:old")
+                .iter()
+                .any(|l| l.pid == pid)
+        );
+        assert!(
+            !agent_processes("leftover-node:ol")
+                .iter()
+                .any(|l| l.pid == pid)
+        );
         let _ = child.kill();
         let _ = child.wait();
         assert!(!found("leftover-node", "leftover-node:new"));

@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use error::ProcessError;
-pub use escaped::{AGENT_ID_ENV, Leftover, attempt_processes, earlier_agents_processes};
+pub use escaped::{
+    AGENT_ID_ENV, Leftover, agent_processes, attempt_processes, earlier_agents_processes,
+};
 pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;

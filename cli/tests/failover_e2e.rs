@@ -1,0 +1,216 @@
+//! HA for the work, end to end on real processes (three `corrald`, agents with
+//! simulated GPUs, `corral local up`): losing the leader, pausing it, or
+//! losing every controller for a moment never kills, repeats or double-books a
+//! running job; an agent that restarts or stops leaves nothing of its jobs
+//! running and they are requeued once.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use support::{
+    LocalCluster, alive, me, pid_of, script, signal, submit_and_start, wait_job, wait_until,
+};
+
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A job that writes its pid and attempt, runs until `release` appears in its
+/// directory (or `seconds` pass), and writes "done" when it ends on its own.
+fn waiting_job(dir: &Path, name: &str, release: &str, seconds: u32) -> std::path::PathBuf {
+    script(
+        dir,
+        &format!("{name}.sh"),
+        &format!(
+            "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output={name}-%j.out\n\
+             echo \"start attempt=$CORRAL_ATTEMPT node=$SLURMD_NODENAME\"\n\
+             echo $$ > \"$SLURM_SUBMIT_DIR/{name}.pid\"\n\
+             for i in $(seq 1 {tenths}); do [ -e \"$SLURM_SUBMIT_DIR/{release}\" ] && break; sleep 0.1; done\n\
+             echo done\n",
+            tenths = seconds * 10
+        ),
+    )
+}
+
+/// The pid a waiting job wrote.
+fn job_pid(dir: &Path, name: &str) -> i32 {
+    let path = dir.join(format!("{name}.pid"));
+    let read = || -> Option<i32> { std::fs::read_to_string(&path).ok()?.trim().parse().ok() };
+    wait_until(PATIENCE, "the job writes its pid", || read().is_some());
+    read().unwrap()
+}
+
+/// The leader's id, as the cluster reports it.
+fn leader(cluster: &LocalCluster) -> u64 {
+    cluster.leader()
+}
+
+/// Completed with its first attempt, never requeued, one start in its output.
+fn completed_once(cluster: &LocalCluster, id: &str, output: &str) {
+    let job = wait_job(cluster, id, PATIENCE, "completion", |j| {
+        j["state"] != "Running" && j["state"] != "Pending"
+    });
+    let text = std::fs::read_to_string(cluster.dir.path().join(output)).unwrap_or_default();
+    assert_eq!(job["state"], "Completed", "{job}\n{text}");
+    assert_eq!(job["attempts"].as_array().map(Vec::len), Some(1), "{job}");
+    assert_eq!(job["requeue_count"], 0, "{job}");
+    assert_eq!(
+        text.matches("start attempt=").count(),
+        1,
+        "ran twice: {text}"
+    );
+    let fenced = cluster.agent_log_lines("lease lapsed");
+    assert!(fenced.is_empty(), "agents fenced their jobs: {fenced:?}");
+}
+
+#[test]
+fn killing_the_leader_leaves_running_jobs_running() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "kill", "kill.go", 120));
+    let pid = job_pid(dir, "kill");
+    let old = leader(&cluster);
+    cluster.kill(old);
+    // Past the lease: a fenced agent would have killed the job by now.
+    wait_until(PATIENCE, "a new leader", || {
+        cluster.status()["leader"]
+            .as_u64()
+            .is_some_and(|new| new != old)
+    });
+    wait_until(PATIENCE, "every agent to reattach", || {
+        cluster.agent_log_lines("attached to the leader").len() >= 4
+    });
+    std::thread::sleep(Duration::from_secs(11));
+    assert!(
+        alive(pid),
+        "the job's process died after the leader was killed"
+    );
+    std::fs::write(dir.join("kill.go"), "").unwrap();
+    completed_once(&cluster, &id, &format!("kill-{id}.out"));
+}
+
+#[test]
+fn a_short_outage_of_every_controller_kills_nothing() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "outage", "outage.go", 120));
+    let pid = job_pid(dir, "outage");
+    for controller in 1..=3 {
+        cluster.kill(controller);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for controller in 1..=3 {
+        cluster.restart(&format!("controller-{controller}"));
+    }
+    cluster.leader();
+    std::thread::sleep(Duration::from_secs(11));
+    assert!(alive(pid), "the job's process died in a 2-second outage");
+    std::fs::write(dir.join("outage.go"), "").unwrap();
+    completed_once(&cluster, &id, &format!("outage-{id}.out"));
+}
+
+#[test]
+fn a_paused_leader_holds_neither_jobs_nor_clients() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "pause", "pause.go", 120));
+    let pid = job_pid(dir, "pause");
+    let old = leader(&cluster);
+    let leader_pid = pid_of(dir, &format!("controller-{old}"));
+    signal(leader_pid, "-STOP");
+    // Typed while the leader is stopped: answered by the new one, without
+    // waiting for the old one to come back.
+    let submitted = cluster.corral(&me(), &["submit", "--hold", "--parsable", "--wrap", "true"]);
+    let still_stopped = std::fs::read_to_string(format!("/proc/{leader_pid}/stat"))
+        .unwrap_or_default()
+        .contains(") T ");
+    // Longer than the lease.
+    std::thread::sleep(Duration::from_secs(12));
+    let job_alive = alive(pid);
+    signal(leader_pid, "-CONT");
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    assert!(
+        still_stopped,
+        "the submission waited for the leader to come back"
+    );
+    assert!(job_alive, "the job died while the leader was paused");
+    std::fs::write(dir.join("pause.go"), "").unwrap();
+    completed_once(&cluster, &id, &format!("pause-{id}.out"));
+}
+
+#[test]
+fn a_job_that_ends_while_no_leader_listens_completes_once() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "quiet", "quiet.go", 120));
+    let pid = job_pid(dir, "quiet");
+    let old = leader(&cluster);
+    // Nobody can commit the exit: every controller is paused.
+    let pids: Vec<i32> = (1..=3)
+        .map(|c| pid_of(dir, &format!("controller-{c}")))
+        .collect();
+    for p in &pids {
+        signal(*p, "-STOP");
+    }
+    std::fs::write(dir.join("quiet.go"), "").unwrap();
+    wait_until(PATIENCE, "the job's exit", || !alive(pid));
+    // The old leader dies; the others come back and elect a new one, to which
+    // the agent reattaches holding the ended attempt until its exit commits.
+    cluster.kill(old);
+    for (index, p) in pids.iter().enumerate() {
+        if index as u64 + 1 != old {
+            signal(*p, "-CONT");
+        }
+    }
+    completed_once(&cluster, &id, &format!("quiet-{id}.out"));
+}
+
+#[test]
+fn a_restarted_agent_kills_what_its_predecessor_left_and_the_job_is_requeued_once() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, node) = submit_and_start(&cluster, &waiting_job(dir, "restart", "never", 600));
+    let pid = job_pid(dir, "restart");
+    let agent = format!("agent-{node}");
+    signal(pid_of(dir, &agent), "-9");
+    assert!(alive(pid), "the agent's death alone does not kill its job");
+    cluster.restart(&agent);
+    wait_until(PATIENCE, "the old attempt's process to be killed", || {
+        !alive(pid)
+    });
+    let job = wait_job(&cluster, &id, PATIENCE, "requeue and restart", |j| {
+        j["attempts"].as_array().is_some_and(|a| a.len() == 2) && j["state"] == "Running"
+    });
+    let cause = job["attempts"][0]["end"]["cause"].to_string();
+    assert!(
+        cause.contains("NodeFailure") && cause.contains("restarted"),
+        "attempt 1 ended with {cause}"
+    );
+    assert_eq!(job["requeue_count"], 1, "{job}");
+}
+
+#[test]
+fn a_stopped_agent_ends_its_jobs_and_reports_them_for_requeue() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let (id, node) = submit_and_start(&cluster, &waiting_job(dir, "stop", "never", 600));
+    let pid = job_pid(dir, "stop");
+    let agent_pid = pid_of(dir, &format!("agent-{node}"));
+    signal(agent_pid, "-TERM");
+    wait_until(PATIENCE, "the agent to stop", || !alive(agent_pid));
+    assert!(!alive(pid), "the stopped agent left its job running");
+    let job = wait_job(&cluster, &id, PATIENCE, "requeue", |j| {
+        j["requeue_count"].as_u64().unwrap_or(0) >= 1
+    });
+    let cause = job["attempts"][0]["end"]["cause"].to_string();
+    assert!(
+        cause.contains("NodeFailure") && cause.contains("stopped"),
+        "attempt 1 ended with {cause} (not reported by the stopping agent)"
+    );
+}
