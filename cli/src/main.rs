@@ -19,7 +19,30 @@ use clap::Parser;
 
 use crate::args::Cli;
 
+/// What a shell reports for a program killed by SIGPIPE.
+const BROKEN_PIPE_EXIT: i32 = 128 + 13;
+
+/// Output into a closed pipe (`corral queue | head`) ends the program quietly,
+/// as SIGPIPE ends Slurm's tools, instead of as a panic: Rust ignores SIGPIPE,
+/// so `println!` fails with EPIPE and panics.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let argv = match slurm_shims::rewrite(std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(message) => {

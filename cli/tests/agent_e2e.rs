@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{
-    LocalCluster, alive, corral_bin, pid_of, script, signal, submit, submit_and_start, wait_job,
-    wait_until,
+    LocalCluster, alive, corral_bin, logs, pid_of, script, signal, submit, submit_and_start,
+    wait_job, wait_until,
 };
 
 /// Submits `path` and waits until the job completes; returns its id and record.

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::{
-    LocalCluster, alive, me, pid_of, script, signal, submit_and_start, wait_job, wait_until,
+    LocalCluster, alive, logs, me, pid_of, script, signal, submit_and_start, wait_job, wait_until,
 };
 
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -106,7 +106,11 @@ fn a_short_outage_of_every_controller_kills_nothing() {
     }
     cluster.leader();
     std::thread::sleep(Duration::from_secs(11));
-    assert!(alive(pid), "the job's process died in a 2-second outage");
+    assert!(
+        alive(pid),
+        "the job's process died in a 2-second outage\n{}",
+        logs(dir)
+    );
     std::fs::write(dir.join("outage.go"), "").unwrap();
     completed_once(&cluster, &id, &format!("outage-{id}.out"));
 }
@@ -139,7 +143,11 @@ fn a_paused_leader_holds_neither_jobs_nor_clients() {
         still_stopped,
         "the submission waited for the leader to come back"
     );
-    assert!(job_alive, "the job died while the leader was paused");
+    assert!(
+        job_alive,
+        "the job died while the leader was paused\n{}",
+        logs(dir)
+    );
     std::fs::write(dir.join("pause.go"), "").unwrap();
     completed_once(&cluster, &id, &format!("pause-{id}.out"));
 }

@@ -21,10 +21,7 @@ use crate::agent_gateway::session::SessionContext;
 use crate::api::{ApiContext, ApiService};
 use crate::config::ControllerConfig;
 use crate::leader_loop::{self, LeaderTiming};
-
-/// The largest client API message (a submission carries its script; the limit on
-/// scripts is the cluster's `max_batch_bytes`, 4 MiB by default).
-const MAX_API_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+use corral_proto::MAX_API_MESSAGE_BYTES;
 
 /// A running controller.
 pub struct Controller {

@@ -149,8 +149,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the attempt journal {}", journal_dir.display()))?;
     let journal = Arc::new(journal);
     // Before any hello: what earlier agents of this node left behind.
-    let recovered =
-        recovery::recover(&node, &agent_id, &journal, records, unkillable_timeout).await;
+    let recovered = recovery::recover(&agent_id, &journal, records, unkillable_timeout).await;
     let supervisor = Supervisor::new(
         SupervisorSettings {
             node: node.clone(),

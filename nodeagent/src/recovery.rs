@@ -2,8 +2,9 @@
 //! it, before it says hello to any leader:
 //!
 //! 1. Every process an earlier agent of this node started (found by the
-//!    `CORRAL_AGENT_ID` in its environment) is SIGKILLed, and the agent waits
-//!    until they are gone. corral does not adopt a running attempt across an
+//!    `CORRAL_AGENT_ID` in its environment, among the agents the journal names:
+//!    another cluster's agent on the same machine may use the same node name)
+//!    is SIGKILLed, and the agent waits until they are gone. corral does not adopt a running attempt across an
 //!    agent restart: its batch script is not this agent's child (its exit
 //!    status would be lost), and its step tasks lost their output pipes with
 //!    the old agent. Killing them and failing the attempt over (requeued,
@@ -15,7 +16,7 @@
 //!    until their reports are committed, so registration does not take them
 //!    for lost before it knows how they ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use corral_proto::agent::AgentReport;
@@ -25,18 +26,22 @@ use nix::unistd::Pid;
 use tokio::time::Instant;
 
 use crate::attempt_journal::{Journal, Record};
-use crate::job::process::{Leftover, earlier_agents_processes};
+use crate::job::process::{Leftover, agents_processes};
 use crate::supervisor::AttemptKey;
 
 /// The end reports to send for earlier agents' attempts, oldest first.
 pub async fn recover(
-    node: &str,
     agent_id: &str,
     journal: &Journal,
     records: Vec<Record>,
     unkillable_timeout: Duration,
 ) -> Vec<(AttemptKey, AgentReport)> {
-    let survivors = kill_leftovers(node, agent_id, unkillable_timeout).await;
+    let earlier: BTreeSet<String> = records
+        .iter()
+        .filter(|r| !r.acknowledged && r.agent_id != agent_id)
+        .map(|r| r.agent_id.clone())
+        .collect();
+    let survivors = kill_leftovers(earlier, unkillable_timeout).await;
     let mut ends = Vec::new();
     for record in records.into_iter().filter(|r| !r.acknowledged) {
         let key = record.key();
@@ -70,21 +75,23 @@ pub async fn recover(
     ends
 }
 
-/// SIGKILLs the processes earlier agents of `node` started, until they are
-/// gone or `patience` runs out; returns those left, by attempt.
+/// SIGKILLs the processes the `earlier` agents started, until they are gone
+/// or `patience` runs out; returns those left, by attempt.
 async fn kill_leftovers(
-    node: &str,
-    agent_id: &str,
+    earlier: BTreeSet<String>,
     patience: Duration,
 ) -> BTreeMap<AttemptKey, Vec<i32>> {
+    if earlier.is_empty() {
+        return BTreeMap::new();
+    }
+    let earlier = std::sync::Arc::new(earlier);
     let deadline = Instant::now() + patience;
     let mut pause = Duration::from_millis(5);
     let mut announced = false;
     loop {
-        let node = node.to_string();
-        let agent_id = agent_id.to_string();
+        let agents = std::sync::Arc::clone(&earlier);
         let leftovers: Vec<Leftover> =
-            tokio::task::spawn_blocking(move || earlier_agents_processes(&node, &agent_id))
+            tokio::task::spawn_blocking(move || agents_processes(&agents))
                 .await
                 .unwrap_or_default();
         if leftovers.is_empty() {

@@ -13,6 +13,11 @@ pub mod step;
 /// leader's client address, so clients retry there.
 pub const LEADER_METADATA: &str = "corral-leader";
 
+/// The largest client API message either side accepts (a submission carries
+/// its script; the cluster's own limit on scripts, `max_batch_bytes`, is 4 MiB
+/// by default and says so in its refusal).
+pub const MAX_API_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
 /// The generated gRPC service, client and messages.
 pub mod api {
     tonic::include_proto!("corral.api.v1");

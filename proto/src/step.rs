@@ -90,17 +90,55 @@ pub struct StepLayout {
     pub tasks: Vec<u32>,
 }
 
+/// Most tasks one step may have (Slurm's own limit is lower in practice).
+pub const MAX_STEP_TASKS: u32 = 1 << 20;
+
 impl StepLayout {
-    /// Tasks in the step.
+    /// Tasks in the step (never more than `u32::MAX`: see [`StepLayout::check`]).
     pub fn ntasks(&self) -> u32 {
-        self.tasks.iter().sum()
+        self.tasks
+            .iter()
+            .fold(0u32, |sum, t| sum.saturating_add(*t))
     }
 
     /// The rank of `node`'s first task and its index, when it runs tasks.
     pub fn first_rank_on(&self, node: &str) -> Option<(u32, u32)> {
         let index = self.nodes.iter().position(|n| n == node)?;
-        let first = self.tasks[..index].iter().sum();
+        let first = self
+            .tasks
+            .get(..index)?
+            .iter()
+            .fold(0u32, |sum, t| sum.saturating_add(*t));
         Some((first, u32::try_from(index).ok()?))
+    }
+
+    /// Refuses a layout that does not make sense (it may come from another
+    /// node's agent): a task count for every node, each node once, at least one
+    /// task, at most [`MAX_STEP_TASKS`].
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes.is_empty() || self.nodes.len() != self.tasks.len() {
+            return Err(format!(
+                "a step laid out on {} nodes with {} task counts",
+                self.nodes.len(),
+                self.tasks.len()
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = self.nodes.iter().find(|n| !seen.insert(n.as_str())) {
+            return Err(format!("a step lays node {twice} out twice"));
+        }
+        let total = self
+            .tasks
+            .iter()
+            .try_fold(0u32, |sum, t| sum.checked_add(*t))
+            .filter(|total| (1..=MAX_STEP_TASKS).contains(total));
+        if total.is_none() {
+            return Err(format!(
+                "a step needs 1 to {MAX_STEP_TASKS} tasks; this one asks for {:?}",
+                self.tasks
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -176,4 +214,37 @@ pub enum StepEvent {
     Accepted,
     /// Every task this sender ran has ended; nothing follows.
     Finished,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(nodes: &[&str], tasks: &[u32]) -> StepLayout {
+        StepLayout {
+            step: 0,
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            tasks: tasks.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_malformed_layout_is_refused_and_never_panics() {
+        assert!(layout(&["a", "b"], &[2, 3]).check().is_ok());
+        for bad in [
+            layout(&["a", "b"], &[2]),
+            layout(&[], &[]),
+            layout(&["a", "a"], &[1, 1]),
+            layout(&["a", "b"], &[u32::MAX, 2]),
+            layout(&["a"], &[0]),
+            layout(&["a"], &[MAX_STEP_TASKS + 1]),
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+            // Even unchecked, looking at it does not panic.
+            let _ = bad.ntasks();
+            let _ = bad.first_rank_on("b");
+        }
+        assert_eq!(layout(&["a", "b"], &[u32::MAX, 2]).ntasks(), u32::MAX);
+        assert_eq!(layout(&["a", "b", "c"], &[2]).first_rank_on("c"), None);
+    }
 }

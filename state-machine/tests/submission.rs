@@ -48,6 +48,23 @@ fn defaults_come_from_the_user_and_partition() {
 }
 
 #[test]
+fn a_nul_byte_no_process_could_be_given_is_refused_at_submission() {
+    let mut s = cluster(2, 8);
+    let mut named = spec("alice", 1, 2);
+    named.name = "train\0x".into();
+    let msg = refused(&mut s, named);
+    assert!(msg.contains("job name") && msg.contains("NUL"), "{msg}");
+    let mut commented = spec("alice", 1, 2);
+    commented.comment = Some("\0".into());
+    assert!(refused(&mut s, commented).contains("comment"));
+    // Other control characters are the user's business (they are escaped
+    // when printed to other users' terminals).
+    let mut odd = spec("alice", 1, 2);
+    odd.name = "train\u{1b}[2J".into();
+    submit(&mut s, odd, at(2));
+}
+
+#[test]
 fn nine_gpus_on_eight_gpu_nodes_is_refused_with_the_reason() {
     let mut s = cluster(2, 8);
     let msg = refused(&mut s, spec("alice", 1, 9));

@@ -39,6 +39,14 @@ pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Resu
         test_only: options.test_only,
         ..from_this_shell(&cwd)
     };
+    let size = prost::Message::encoded_len(&request);
+    if size > corral_proto::MAX_API_MESSAGE_BYTES {
+        anyhow::bail!(
+            "the submission (script, arguments and environment) takes {:.1} MiB; a cluster takes at most its max_batch_bytes (4 MiB unless configured), and no request over {} MiB: keep data out of the batch script, or use --export=NONE for a large environment",
+            size as f64 / (1024.0 * 1024.0),
+            corral_proto::MAX_API_MESSAGE_BYTES / (1024 * 1024)
+        );
+    }
     let reply = cluster
         .call(Retry::Idempotent, |mut client| {
             let request = request.clone();

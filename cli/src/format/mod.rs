@@ -14,6 +14,7 @@ pub mod queue;
 pub mod reason;
 pub mod show_job;
 pub mod table;
+pub mod terminal_safe;
 pub mod usage;
 
 pub use acct::{AcctOptions, acct_table};

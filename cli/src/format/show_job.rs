@@ -14,6 +14,7 @@ use super::datetime::format_timestamp;
 use super::elapsed::{job_elapsed_secs, sacct_time};
 use super::job_fields::{attempt_cause, attempt_nodes, cause_text, exit_code_text};
 use super::reason::reason_name;
+use super::terminal_safe::escape_controls;
 
 /// What scontrol prints for a missing value.
 const NULL: &str = "(null)";
@@ -40,7 +41,7 @@ pub fn show_job(
             task.array_job_id, task.task_id
         ));
     }
-    first.push_str(&format!(" JobName={}", spec.name));
+    first.push_str(&format!(" JobName={}", escape_controls(&spec.name)));
     lines.push(first);
     lines.push(format!(
         "UserId={}({}) GroupId={} Account={} QOS={} Nice={}",
@@ -125,7 +126,7 @@ pub fn show_job(
         };
         lines.push(format!("TresPerNode={gpu}"));
     }
-    lines.push(format!("WorkDir={}", spec.workdir));
+    lines.push(format!("WorkDir={}", escape_controls(&spec.workdir)));
     let stdout = output_path(job, current, spec.stdout.as_deref());
     let stderr = match spec.stderr.as_deref() {
         Some(pattern) => output_path(job, current, Some(pattern)),
@@ -136,7 +137,7 @@ pub fn show_job(
         spec.stdin.as_deref().unwrap_or("/dev/null")
     ));
     if let Some(comment) = &spec.comment {
-        lines.push(format!("Comment={comment}"));
+        lines.push(format!("Comment={}", escape_controls(comment)));
     }
     for attempt in &job.attempts {
         lines.push(attempt_line(job, attempt));

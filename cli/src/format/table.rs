@@ -2,6 +2,8 @@
 //! (cut like squeue's `%.8j`, or marked `+` like sacct's), columns as wide as
 //! their widest cell, one space between columns, no trailing blanks.
 
+use super::terminal_safe::escape_controls;
+
 /// Which side of its column a cell hugs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
@@ -55,7 +57,18 @@ pub struct Style {
 
 /// Renders `rows` under `columns`; each line ends in `\n`. A row shorter than
 /// the column list leaves the remaining cells empty; extra cells are ignored.
+/// Characters that would act on a terminal are shown escaped (cells hold
+/// other users' text: see [`super::terminal_safe`]).
 pub fn render(columns: &[Column], rows: &[Vec<String>], style: Style) -> String {
+    let escaped: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| escape_controls(cell).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = &escaped;
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()

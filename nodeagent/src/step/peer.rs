@@ -80,7 +80,11 @@ async fn serve_share(
         }
     };
     let key = (launch.job, launch.attempt);
-    if let Err(reason) = admit_when_launched(&supervisor, &from, &launch).await {
+    let admitted = match launch.layout.check() {
+        Ok(()) => admit_when_launched(&supervisor, &from, &launch).await,
+        Err(reason) => Err(reason),
+    };
+    if let Err(reason) = admitted {
         tracing::warn!(%from, job = %key.0, "refused a step: {reason}");
         let _ = write_frame(&mut send, &StepEvent::Refused(reason)).await;
         let _ = send.finish();

@@ -211,6 +211,24 @@ pub(super) fn check_spec(spec: &JobSpec, by: &Actor) -> Result<usize, Rejection>
             return bad("an array throttle (%N) must be at least 1");
         }
     }
+    // These become arguments, paths and environment values of the job's
+    // processes, which cannot hold a NUL byte: refused here, not at launch.
+    let texts = [
+        ("job name (--job-name)", Some(&spec.name)),
+        ("comment (--comment)", spec.comment.as_ref()),
+        ("working directory (--chdir)", Some(&spec.workdir)),
+        ("output path (--output)", spec.stdout.as_ref()),
+        ("error path (--error)", spec.stderr.as_ref()),
+        ("input path (--input)", spec.stdin.as_ref()),
+    ];
+    if let Some((what, _)) = texts
+        .iter()
+        .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+    {
+        return Err(Rejection::InvalidRequest(format!(
+            "the {what} contains a NUL byte, which no process can be given; remove it"
+        )));
+    }
     let encoded = postcard::to_stdvec(spec).map_or(usize::MAX, |b| b.len());
     if encoded > MAX_SPEC_BYTES {
         return Err(Rejection::LimitReached(format!(
@@ -224,6 +242,17 @@ fn check_script(state: &ClusterState, batch: &BatchScript) -> Result<(), Rejecti
     if !batch.script.starts_with("#!") {
         return Err(Rejection::InvalidRequest(
             "the batch script must start with an interpreter line such as #!/bin/bash".into(),
+        ));
+    }
+    let nul = batch.argv.iter().any(|a| a.contains('\0'))
+        || batch
+            .environment
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.contains(['\0', '=']) || v.contains('\0'));
+    if nul {
+        return Err(Rejection::InvalidRequest(
+            "the script's arguments or environment contain a NUL byte (or a variable name an '='), which no process can be given"
+                .into(),
         ));
     }
     let argv: usize = batch.argv.iter().map(|a| a.len() + 1).sum();

@@ -72,11 +72,10 @@ pub struct Leftover {
     pub attempt: u32,
 }
 
-/// Live processes, of any user, started by an agent of `node` other than
-/// `current` (their `CORRAL_AGENT_ID` is `node:` and another start's id).
-pub fn earlier_agents_processes(node: &str, current: &str) -> Vec<Leftover> {
-    let prefix = format!("{node}:");
-    processes_of_agents(|agent| agent.starts_with(&prefix) && agent != current)
+/// Live processes, of any user, started by one of `agents` (their
+/// `CORRAL_AGENT_ID`).
+pub fn agents_processes(agents: &std::collections::BTreeSet<String>) -> Vec<Leftover> {
+    processes_of_agents(|agent| agents.contains(agent))
 }
 
 /// Live job processes, of any user, started by agent `agent`.
@@ -144,7 +143,7 @@ mod tests {
     use std::process::{Command, Stdio};
 
     #[test]
-    fn finds_the_processes_of_earlier_agents_of_the_node_only() {
+    fn finds_the_processes_of_the_agents_named_only() {
         let mut child = Command::new("sleep")
             .arg("30")
             .env("SLURM_JOB_ID", "987654322")
@@ -155,33 +154,26 @@ mod tests {
             .expect("sleep runs");
         let pid = i32::try_from(child.id()).expect("pid");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let found = |node: &str, current: &str| {
-            earlier_agents_processes(node, current)
+        let found = |agents: &[&str]| {
+            let agents = agents.iter().map(|a| a.to_string()).collect();
+            agents_processes(&agents)
                 .iter()
                 .any(|l| l.pid == pid && l.job == 987_654_322 && l.attempt == 3)
         };
-        while !found("leftover-node", "leftover-node:new") {
+        while !found(&["leftover-node:old", "leftover-node:older"]) {
             assert!(std::time::Instant::now() < deadline, "never found {pid}");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert!(
-            !found("leftover-node", "leftover-node:old"),
-            "the current agent's own"
-        );
-        assert!(!found("leftover", "leftover:new"), "another node's");
+        assert!(!found(&["leftover-node:new"]), "another start's");
+        assert!(!found(&["leftover-node:ol"]), "a prefix");
         assert!(
             agent_processes("leftover-node:old")
                 .iter()
                 .any(|l| l.pid == pid)
         );
-        assert!(
-            !agent_processes("leftover-node:ol")
-                .iter()
-                .any(|l| l.pid == pid)
-        );
         let _ = child.kill();
         let _ = child.wait();
-        assert!(!found("leftover-node", "leftover-node:new"));
+        assert!(!found(&["leftover-node:old"]));
     }
 
     #[test]

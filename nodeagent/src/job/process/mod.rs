@@ -20,9 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use error::ProcessError;
-pub use escaped::{
-    AGENT_ID_ENV, Leftover, agent_processes, attempt_processes, earlier_agents_processes,
-};
+pub use escaped::{AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes};
 pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;
