@@ -1,0 +1,166 @@
+//! The supervisor with real processes: an attempt runs once, its end is one
+//! report, an ended attempt is held until that report is acknowledged, a
+//! launch of an attempt the node ran is refused (across a restart: a new
+//! supervisor on the same journal), and fenced attempts are reported lost.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_agent::attempt_journal::Journal;
+use corral_agent::outbox::Outbox;
+use corral_agent::supervisor::{Supervisor, SupervisorSettings};
+use corral_proto::agent::{AgentReport, Launch};
+use corral_state::ids::JobId;
+use corral_state::job::BatchScript;
+use corral_state::slurm::signal::Signal;
+use corral_state::testkit::{at, cluster, spec, start, submit};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A supervisor of node `n1` keeping its journal and files in `dir`.
+fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    let (journal, _) = Journal::open(&dir.join("attempts")).unwrap();
+    Supervisor::new(
+        SupervisorSettings {
+            node: "n1".into(),
+            scripts_dir: dir.join("scripts"),
+            checkpoint_root: dir.join("checkpoints"),
+            run_as_job_user: false,
+            step_socket: None,
+            // One per test directory: tests run side by side in one process,
+            // and an agent's processes are known by this id.
+            agent_id: format!(
+                "n1:{}",
+                dir.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            unkillable_timeout: Duration::from_secs(10),
+        },
+        outbox.clone(),
+        Arc::new(journal),
+    )
+}
+
+/// A one-node job placed on `n1`, running `body`, with its files in `dir`.
+fn launch(dir: &Path, body: &str) -> Launch {
+    let mut state = cluster(1, 8);
+    let mut request = spec("alice", 1, 1);
+    request.workdir = dir.display().to_string();
+    let id = submit(&mut state, request, at(1));
+    let nodes = start(&mut state, id, at(2));
+    assert_eq!(nodes, vec!["n1".to_string()]);
+    Launch {
+        job: state.job(id).unwrap().clone(),
+        attempt: 1,
+        script: BatchScript {
+            script: format!("#!/bin/sh\n{body}\n"),
+            argv: Vec::new(),
+            environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
+        },
+        step_peers: Default::default(),
+    }
+}
+
+fn reports(outbox: &Outbox) -> Vec<(u64, AgentReport)> {
+    outbox.reconnected();
+    outbox.unsent()
+}
+
+#[tokio::test]
+async fn an_attempt_runs_once_and_is_held_until_its_end_is_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::default();
+    let agent = supervisor(dir.path(), &outbox);
+    let job = launch(dir.path(), "echo ran >> runs; sleep 30");
+    let key = (job.job.id, 1);
+    agent.launch(job.clone());
+    agent.launch(job.clone());
+    eventually("it starts", || {
+        reports(&outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::Started { .. }))
+    })
+    .await;
+    assert_eq!(agent.held(), vec![key]);
+    agent.kill(key, Signal::TERM, Duration::from_secs(5));
+    eventually("its end is reported", || {
+        reports(&outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::BatchExited { .. }))
+    })
+    .await;
+    // Ended, but the leader has not acknowledged it: still held.
+    assert_eq!(agent.held(), vec![key]);
+    for (id, _) in reports(&outbox) {
+        outbox.done(id);
+    }
+    assert!(agent.held().is_empty());
+    let runs = std::fs::read_to_string(dir.path().join("runs")).unwrap();
+    assert_eq!(runs, "ran\n", "the second launch ran it again");
+
+    // A new agent on the same journal (a restart) refuses to run it again.
+    let restarted_outbox = Outbox::default();
+    let restarted = supervisor(dir.path(), &restarted_outbox);
+    restarted.launch(job);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(restarted.held().is_empty());
+    assert!(reports(&restarted_outbox).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("runs")).unwrap(),
+        "ran\n"
+    );
+}
+
+#[tokio::test]
+async fn a_fenced_attempt_is_killed_and_reported_lost_not_as_an_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::default();
+    let agent = supervisor(dir.path(), &outbox);
+    let job = launch(dir.path(), "echo $$ > pid; sleep 30");
+    let key = (job.job.id, 1);
+    agent.launch(job);
+    let pid_file = dir.path().join("pid");
+    eventually("it writes its pid", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    agent.fence();
+    eventually("its end is reported", || {
+        reports(&outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
+    })
+    .await;
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z "),
+        "the fenced process still runs"
+    );
+    let ends: Vec<AgentReport> = reports(&outbox)
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| !matches!(r, AgentReport::Started { .. }))
+        .collect();
+    assert!(
+        matches!(ends.as_slice(), [AgentReport::Lost { job, attempt: 1, .. }] if *job == JobId(key.0.0)),
+        "{ends:?}"
+    );
+    assert_eq!(agent.held(), vec![key], "held until the leader acknowledges");
+}
