@@ -22,7 +22,10 @@ const DEADLINE: Duration = Duration::from_secs(30);
 async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let started = Instant::now();
     while !condition() {
-        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out waiting until {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -162,5 +165,9 @@ async fn a_fenced_attempt_is_killed_and_reported_lost_not_as_an_exit() {
         matches!(ends.as_slice(), [AgentReport::Lost { job, attempt: 1, .. }] if *job == JobId(key.0.0)),
         "{ends:?}"
     );
-    assert_eq!(agent.held(), vec![key], "held until the leader acknowledges");
+    assert_eq!(
+        agent.held(),
+        vec![key],
+        "held until the leader acknowledges"
+    );
 }

@@ -2,9 +2,10 @@
 //! acknowledged heartbeat renews the lease from when it was sent), reports
 //! from the outbox, and the leader's launches, signals and kills.
 //!
-//! The session ends when the leader goes quiet: a heartbeat unacknowledged for
-//! two heartbeat periods means the leader died, was paused, or is cut off from
-//! the majority (it acknowledges only once a quorum confirmed it still leads).
+//! The session ends when the leader goes quiet: no acknowledgement for two
+//! heartbeat periods while a heartbeat waits for one means the leader died, was
+//! paused, or is cut off from the majority (it acknowledges only once a quorum
+//! confirmed it still leads).
 //! No write may hold the session longer than that either, so a leader that
 //! stops reading cannot stall it.
 
@@ -20,8 +21,8 @@ use tokio::time::Instant;
 use super::LinkParts;
 use super::discovery::Attached;
 
-/// Heartbeat periods a heartbeat may wait for its acknowledgement before the
-/// agent looks for another leader.
+/// Heartbeat periods without any acknowledgement (while a heartbeat waits for
+/// one) before the agent looks for another leader.
 pub(super) const ACK_PERIODS: u32 = 2;
 
 /// Frames read ahead of the session loop.
@@ -91,6 +92,7 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
         write_limit: ack_timeout,
         lease_length,
         sent_at: BTreeMap::new(),
+        last_ack: Instant::now(),
         seq: 0,
     };
     let mut beats = tokio::time::interval(heartbeat);
@@ -142,6 +144,17 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
     ended
 }
 
+/// When a leader whose last acknowledgement came at `last_ack` is quiet for
+/// too long, while the heartbeat sent at `oldest_waiting` waits (none: never).
+fn quiet_deadline(
+    last_ack: Instant,
+    oldest_waiting: Option<Instant>,
+    ack_timeout: Duration,
+) -> Option<Instant> {
+    let period = ack_timeout / ACK_PERIODS;
+    oldest_waiting.map(|sent| (last_ack + ack_timeout).max(sent + period))
+}
+
 /// Sleeps until `deadline`, or forever without one.
 async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
@@ -159,15 +172,21 @@ struct Session<'a> {
     lease_length: Duration,
     /// Heartbeats sent and not yet acknowledged, by sequence number.
     sent_at: BTreeMap<u64, Instant>,
+    /// When the last acknowledgement came (or the session began).
+    last_ack: Instant,
     seq: u64,
 }
 
 impl Session<'_> {
-    /// When the oldest unacknowledged heartbeat has waited too long.
+    /// When the leader will have been quiet too long, while a heartbeat waits:
+    /// `ack_timeout` (two periods) after the last acknowledgement, but never
+    /// less than a period after the oldest heartbeat waiting was sent.
     fn ack_deadline(&self, ack_timeout: Duration) -> Option<Instant> {
-        self.sent_at
-            .first_key_value()
-            .map(|(_, sent)| *sent + ack_timeout)
+        quiet_deadline(
+            self.last_ack,
+            self.sent_at.first_key_value().map(|(_, sent)| *sent),
+            ack_timeout,
+        )
     }
 
     async fn write(&mut self, message: &AgentMessage) -> Result<(), Ended> {
@@ -215,6 +234,7 @@ impl Session<'_> {
             ControllerMessage::HeartbeatAck { seq } => {
                 if let Some(at) = self.sent_at.remove(&seq) {
                     self.parts.lease.renew(at, self.lease_length);
+                    self.last_ack = Instant::now();
                 }
                 // Acknowledgements come in order: older ones were lost with
                 // nothing to renew.
@@ -243,5 +263,28 @@ impl Session<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_is_quiet_two_periods_after_its_last_acknowledgement() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let timeout = ms(1_000);
+        assert_eq!(quiet_deadline(t, None, timeout), None, "nothing waits");
+        // Acknowledged at t; the next heartbeat left at t + 400 ms.
+        assert_eq!(
+            quiet_deadline(t, Some(t + ms(400)), timeout),
+            Some(t + ms(1_000))
+        );
+        // A heartbeat sent just before the deadline still gets a period.
+        assert_eq!(
+            quiet_deadline(t, Some(t + ms(900)), timeout),
+            Some(t + ms(1_400))
+        );
     }
 }
