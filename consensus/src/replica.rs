@@ -381,17 +381,34 @@ impl Replica {
                 let payload = crate::codec::encode(&commands)
                     .map_err(|e| ProposeError::Unavailable(e.to_string()))?;
                 let timeout = Duration::from_secs(10);
-                let reply = self
-                    .network
-                    .call(
-                        id,
-                        &addr.peer,
-                        crate::network::Method::Propose,
-                        payload,
-                        timeout,
-                    )
-                    .await
-                    .map_err(|status| forward_error(&status, timeout))?;
+                // A leader that stops answering (paused, cut off) is replaced
+                // within a second: stop waiting for it then, the caller retries
+                // at the new one (the proposal's fate at the old one is unknown).
+                let mut leadership = self.leadership.clone();
+                let replaced = async move {
+                    let closed = leadership
+                        .wait_for(|l| l.leader.as_ref().is_some_and(|(now, _)| *now != id))
+                        .await
+                        .is_err();
+                    if closed {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let forwarded = self.network.call(
+                    id,
+                    &addr.peer,
+                    crate::network::Method::Propose,
+                    payload,
+                    timeout,
+                );
+                let reply = tokio::select! {
+                    reply = forwarded => reply.map_err(|status| forward_error(&status, timeout))?,
+                    () = replaced => {
+                        return Err(ProposeError::Lost(format!(
+                            "replica {id} stopped leading while it held the forwarded proposal"
+                        )));
+                    }
+                };
                 crate::codec::decode::<Results>(&reply).map_err(|e| {
                     ProposeError::Lost(format!("the leader's answer does not decode: {e}"))
                 })?
