@@ -38,6 +38,7 @@ pub async fn run(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
             "jobs_pending": reply.jobs_pending,
             "jobs_running": reply.jobs_running,
             "nodes": reply.nodes,
+            "clock_ms": reply.clock_ms,
         }))?;
     } else {
         print!("{}", cluster_status(&reply));
