@@ -80,6 +80,10 @@ pub fn follow(
     let mut metrics = raft.metrics();
     tokio::spawn(async move {
         let mut contact = QuorumContact::default();
+        // One timer for the task's life: metrics change thousands of times a
+        // second under load, and a new timer per change would cost each time.
+        let mut look = tokio::time::interval(LOOK_EVERY);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let now = Instant::now();
             let current = {
@@ -127,7 +131,7 @@ pub fn follow(
             });
             tokio::select! {
                 changed = metrics.changed() => if changed.is_err() { break },
-                () = tokio::time::sleep(LOOK_EVERY) => {}
+                _ = look.tick() => {}
             }
         }
     });
