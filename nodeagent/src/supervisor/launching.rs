@@ -158,7 +158,10 @@ impl Supervisor {
                 a.get_mut(&key)
                     .map(|attempt| attempt.batch_exited(status, Instant::now()))
             });
-            if begun == Some(Begun::Now) {
+            // Also when something else ended it first: its teardown waits for
+            // this status, and looks again only after a pause that grows; a
+            // second look now finishes it at once (only one look can finish).
+            if matches!(begun, Some(Begun::Now | Begun::Already)) {
                 this.tear_down(key);
             }
         });
