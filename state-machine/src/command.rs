@@ -471,7 +471,7 @@ macro_rules! time_slot {
 impl Command {
     /// The leader time the command carries, if it carries one.
     pub fn time(&self) -> Option<Timestamp> {
-        self.time_slot().map(|at| *at)
+        self.time_slot().copied()
     }
 
     /// Sets the leader time the command carries (commands without one are
