@@ -46,19 +46,13 @@ fn a_follower_an_hour_fast_moves_no_ones_time() {
     let leader = cluster.leader();
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     cluster.kill(follower);
-    let out = std::process::Command::new(support::corral_bin())
-        .args(["local", "start", "--dir"])
-        .arg(dir)
-        .arg(format!("controller-{follower}"))
-        .args(["--env", &format!("LD_PRELOAD={faketime}")])
-        .args(["--env", "FAKETIME=+1h"])
-        .args(["--env", "FAKETIME_DONT_FAKE_MONOTONIC=1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    cluster.restart_with_env(
+        &format!("controller-{follower}"),
+        &[
+            format!("LD_PRELOAD={faketime}"),
+            "FAKETIME=+1h".into(),
+            "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+        ],
     );
     // A submission that reaches the fast follower first.
     let follower_address = &cluster.addresses[follower as usize - 1];

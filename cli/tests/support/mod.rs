@@ -163,10 +163,17 @@ impl LocalCluster {
 
     /// `corral local start NAME`: starts a stopped process of the cluster again.
     pub fn restart(&self, name: &str) {
+        self.restart_with_env(name, &[]);
+    }
+
+    /// `corral local start NAME --env K=V...`: starts a stopped process again
+    /// with extra environment (a skewed clock, say).
+    pub fn restart_with_env(&self, name: &str, env: &[String]) {
         let out = Command::new(corral_bin())
             .args(["local", "start", "--dir"])
             .arg(self.dir.path())
             .arg(name)
+            .args(env.iter().flat_map(|pair| ["--env", pair.as_str()]))
             .output()
             .unwrap();
         assert!(

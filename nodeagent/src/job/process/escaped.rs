@@ -142,17 +142,24 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
-    #[test]
-    fn finds_the_processes_of_the_agents_named_only() {
-        let mut child = Command::new("sleep")
+    /// A `sleep` whose environment says it is a process of job `job`'s
+    /// attempt `attempt`, started by `agent`.
+    fn job_process(job: u64, attempt: u32, agent: &str) -> (std::process::Child, i32) {
+        let child = Command::new("sleep")
             .arg("30")
-            .env("SLURM_JOB_ID", "987654322")
-            .env("CORRAL_ATTEMPT", "3")
-            .env(AGENT_ID_ENV, "leftover-node:old")
+            .env("SLURM_JOB_ID", job.to_string())
+            .env("CORRAL_ATTEMPT", attempt.to_string())
+            .env(AGENT_ID_ENV, agent)
             .stdout(Stdio::null())
             .spawn()
             .expect("sleep runs");
         let pid = i32::try_from(child.id()).expect("pid");
+        (child, pid)
+    }
+
+    #[test]
+    fn finds_the_processes_of_the_agents_named_only() {
+        let (mut child, pid) = job_process(987_654_322, 3, "leftover-node:old");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let found = |agents: &[&str]| {
             let agents = agents.iter().map(|a| a.to_string()).collect();
@@ -179,15 +186,7 @@ mod tests {
     #[test]
     fn finds_a_process_by_its_jobs_variables_and_not_by_a_prefix() {
         let uid = nix::unistd::geteuid().as_raw();
-        let mut child = Command::new("sleep")
-            .arg("30")
-            .env("SLURM_JOB_ID", "987654321")
-            .env("CORRAL_ATTEMPT", "7")
-            .env(AGENT_ID_ENV, "n1:b1")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("sleep runs");
-        let pid = i32::try_from(child.id()).expect("pid");
+        let (mut child, pid) = job_process(987_654_321, 7, "n1:b1");
         // The child execs `sleep` right away; look until its environment shows.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !attempt_processes(987_654_321, 7, "n1:b1", uid).contains(&pid) {
