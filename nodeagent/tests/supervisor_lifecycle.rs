@@ -171,3 +171,40 @@ async fn a_fenced_attempt_is_killed_and_reported_lost_not_as_an_exit() {
         "held until the leader acknowledges"
     );
 }
+
+#[tokio::test]
+async fn only_the_attempt_that_runs_may_report_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::default();
+    let agent = supervisor(dir.path(), &outbox);
+    let job = launch(dir.path(), "sleep 30");
+    let key = (job.job.id, 1);
+    let uid = nix::unistd::geteuid().as_raw();
+    agent.launch(job);
+    eventually("it runs", || agent.step_attempt(key).is_some()).await;
+    assert!(
+        agent
+            .record_checkpoint((key.0, 2), uid, 10, "/ckpt/10".into())
+            .is_err(),
+        "an attempt that does not run here"
+    );
+    agent
+        .record_checkpoint(key, uid, 10, "/ckpt/10".into())
+        .unwrap();
+    agent.kill(key, Signal::KILL, Duration::ZERO);
+    let refused = agent.record_checkpoint(key, uid, 20, "/ckpt/20".into());
+    assert!(
+        refused.is_err(),
+        "a checkpoint from an ending attempt was taken"
+    );
+    let checkpoints: Vec<u64> = reports(&outbox)
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            AgentReport::Checkpoint {
+                step, attempt: 1, ..
+            } => Some(step),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checkpoints, vec![10]);
+}

@@ -685,6 +685,23 @@ fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
                 );
             }
         }
+        // An attempt whose own batch exit ended it is never requeued,
+        // whatever comes after (a late loss report, a node going down).
+        for job in before.jobs().values() {
+            let exited = job.live_attempt().is_some_and(|a| {
+                a.batch_exit.is_some()
+                    && a.ending
+                        .as_ref()
+                        .is_some_and(|e| matches!(e.cause, corral_state::job::EndCause::Exited(_)))
+            });
+            if exited && let Some(after) = state.job(job.id) {
+                assert_eq!(
+                    after.requeue_count, job.requeue_count,
+                    "job {} was requeued after its batch script exited ({command:?})",
+                    job.id
+                );
+            }
+        }
         if let Command::AttemptLost {
             job, attempt, node, ..
         } = &command
