@@ -84,35 +84,40 @@ pub fn follow(
         // second under load, and a new timer per change would cost each time.
         let mut look = tokio::time::interval(LOOK_EVERY);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut metrics_changed = true;
         loop {
             let now = Instant::now();
-            let current = {
-                let m = metrics.borrow_and_update();
-                let leader = m.current_leader.and_then(|l| {
-                    m.membership_config
-                        .membership()
-                        .get_node(&l)
-                        .map(|addr| (l, addr.clone()))
+            if metrics_changed {
+                // Observed only when Raft reports: a reading re-read later
+                // would make an old acknowledgement look recent.
+                let current = {
+                    let m = metrics.borrow_and_update();
+                    let leader = m.current_leader.and_then(|l| {
+                        m.membership_config
+                            .membership()
+                            .get_node(&l)
+                            .map(|addr| (l, addr.clone()))
+                    });
+                    let is_self = m.state == ServerState::Leader && m.current_leader == Some(id);
+                    contact.observe(
+                        now,
+                        is_self.then_some(m.current_term),
+                        m.millis_since_quorum_ack,
+                    );
+                    Leadership {
+                        term: m.current_term,
+                        leader,
+                        is_self,
+                    }
+                };
+                publish.send_if_modified(|published| {
+                    let changed = *published != current;
+                    if changed {
+                        *published = current;
+                    }
+                    changed
                 });
-                let is_self = m.state == ServerState::Leader && m.current_leader == Some(id);
-                contact.observe(
-                    now,
-                    is_self.then_some(m.current_term),
-                    m.millis_since_quorum_ack,
-                );
-                Leadership {
-                    term: m.current_term,
-                    leader,
-                    is_self,
-                }
-            };
-            publish.send_if_modified(|published| {
-                let changed = *published != current;
-                if changed {
-                    *published = current;
-                }
-                changed
-            });
+            }
             let is_stale = contact.stale(now, limit);
             publish_stale.send_if_modified(|published| {
                 let changed = *published != is_stale;
@@ -130,8 +135,13 @@ pub fn follow(
                 changed
             });
             tokio::select! {
-                changed = metrics.changed() => if changed.is_err() { break },
-                _ = look.tick() => {}
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    metrics_changed = true;
+                }
+                _ = look.tick() => metrics_changed = false,
             }
         }
     });

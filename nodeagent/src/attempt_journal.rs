@@ -56,6 +56,9 @@ pub struct Journal {
     dir: PathBuf,
     /// The newest attempt of each job this node ran.
     newest: Mutex<BTreeMap<JobId, AttemptNumber>>,
+    /// Held while a record is read or replaced: writes come from several
+    /// threads, and an end must never overwrite an acknowledgement.
+    writing: Mutex<()>,
 }
 
 impl Journal {
@@ -98,6 +101,7 @@ impl Journal {
             Journal {
                 dir: dir.to_path_buf(),
                 newest: Mutex::new(newest),
+                writing: Mutex::new(()),
             },
             records,
         ))
@@ -179,8 +183,21 @@ impl Journal {
     }
 
     fn write(&self, record: &Record) -> io::Result<()> {
+        let _writing = self
+            .writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let path = self.path(record.key());
-        let tmp = path.with_extension("tmp");
+        if !record.acknowledged
+            && let Ok(bytes) = std::fs::read(&path)
+            && serde_json::from_slice::<Record>(&bytes).is_ok_and(|r| r.acknowledged)
+        {
+            // The leader already acknowledged this attempt's end.
+            return Ok(());
+        }
+        let tmp = self
+            .dir
+            .join(format!("{}.{}.tmp", record.job, record.attempt));
         let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, &path)
@@ -229,11 +246,13 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].key(), (JobId(5), 2));
         assert_eq!(records[0].end, None, "still running when the agent stopped");
-        assert_eq!(records[1].end, Some(exit));
+        assert_eq!(records[1].end, Some(exit.clone()));
         assert!(!records[1].acknowledged);
         again
             .acknowledged((JobId(6), 1), "n1:a")
             .expect("acknowledged");
+        // A late write of the end does not undo the acknowledgement.
+        again.ended((JobId(6), 1), "n1:a", &exit).expect("ended");
         let (_, records) = Journal::open(dir.path()).expect("reopen");
         assert!(records[1].acknowledged);
     }

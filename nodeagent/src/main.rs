@@ -137,6 +137,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
     for dir in [&args.state_dir, &args.checkpoint_root] {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // One agent per state directory: a second one would take the first one's
+    // journal for its own and kill its jobs as leftovers.
+    let lock_path = args.state_dir.join("agent.lock");
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    let _state_dir_lock = nix::fcntl::Flock::lock(
+        lock_file,
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    )
+    .map_err(|(_, errno)| {
+        anyhow::anyhow!(
+            "{} is in use by another corral-agent ({errno}); give each agent its own --state-dir",
+            args.state_dir.display()
+        )
+    })?;
     let gpus: Arc<dyn GpuBackend> = Arc::from(backend_from_spec(&args.gpus, &args.state_dir)?);
     let outbox = Outbox::default();
     let run_as_job_user = nix::unistd::geteuid().is_root();

@@ -152,8 +152,9 @@ async fn probe(
             recv,
             address: address.to_string(),
             hello_sent,
-            heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
-            lease: Duration::from_millis(lease_ms.max(20)),
+            // Bounded, so no timer arithmetic can overflow.
+            heartbeat: Duration::from_millis(heartbeat_ms.clamp(10, 60_000)),
+            lease: Duration::from_millis(lease_ms.clamp(20, 3_600_000)),
             cluster_name,
         }))),
         Some(ControllerMessage::NotLeader { leader }) => Ok(Answer::NotLeader(leader)),

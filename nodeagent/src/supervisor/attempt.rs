@@ -43,13 +43,15 @@ pub enum Why {
     Fenced,
     /// The agent is stopping.
     Stopping,
+    /// The agent could not start it for a reason of its own (its journal).
+    AgentFailure,
 }
 
 impl Why {
     /// Whether the job's end is not the job's own nor the leader's doing: the
     /// leader is told the attempt was lost here, and fails it over.
     fn loses_attempt(self) -> bool {
-        matches!(self, Why::Fenced | Why::Stopping)
+        matches!(self, Why::Fenced | Why::Stopping | Why::AgentFailure)
     }
 
     fn describe(self) -> &'static str {
@@ -61,6 +63,9 @@ impl Why {
                 "the node's agent lost its lease (no leader confirmed its heartbeats in time) and killed it"
             }
             Why::Stopping => "the node's agent was stopped and killed it",
+            Why::AgentFailure => {
+                "the node's agent could not record the attempt in its journal and did not start it"
+            }
         }
     }
 }

@@ -11,7 +11,23 @@ use corral_state::job::ExitStatus;
 use corral_state::slurm::signal::Signal;
 use tokio::time::Instant;
 
-use super::attempt::{AttemptKey, Begun, Phase};
+use super::attempt::{AttemptKey, Begun, Phase, Why};
+
+/// Why an attempt's processes did not start.
+enum Failed {
+    /// Because of the job (its user, directory, script).
+    Job(String),
+    /// Because of the agent.
+    Agent(String),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Job(reason) | Failed::Agent(reason) => f.write_str(reason),
+        }
+    }
+}
 use super::{Supervisor, send};
 use crate::job::environment::{LaunchContext, batch_environment};
 use crate::job::process::{JobProcess, ProcessSpec, output_paths, write_script};
@@ -26,15 +42,19 @@ impl Supervisor {
         let started = tokio::task::spawn_blocking(move || {
             this.journal
                 .started(key, &this.settings.agent_id)
-                .map_err(|e| format!("cannot record the attempt in the agent's journal: {e}"))?;
+                .map_err(|e| {
+                    Failed::Agent(format!(
+                        "cannot record the attempt in the agent's journal: {e}"
+                    ))
+                })?;
             if batch {
-                this.spawn_batch(&work).map(Some)
+                this.spawn_batch(&work).map(Some).map_err(Failed::Job)
             } else {
                 Ok(None)
             }
         })
         .await
-        .unwrap_or_else(|e| Err(format!("starting the attempt panicked: {e}")));
+        .unwrap_or_else(|e| Err(Failed::Agent(format!("starting the attempt panicked: {e}"))));
         match started {
             Ok(process) => {
                 let group = process.as_ref().map(|p| p.pid() as i32);
@@ -64,19 +84,27 @@ impl Supervisor {
                     self.watch_batch(key, process);
                 }
             }
-            Err(reason) => {
-                tracing::error!(job = %key.0, attempt = key.1, "cannot start the attempt: {reason}");
+            Err(failed) => {
+                tracing::error!(job = %key.0, attempt = key.1, "cannot start the attempt: {failed}");
                 let begun = self.table().and_then(|mut a| {
                     a.get_mut(&key).map(|attempt| {
                         attempt.launched(None);
-                        // A script that never started ends as exit 1.
-                        attempt.batch_exited(
-                            ExitStatus {
-                                code: 1,
-                                signal: None,
-                            },
-                            Instant::now(),
-                        )
+                        match failed {
+                            // The job's own fault (no such user, directory or
+                            // interpreter): a script that never started exits 1.
+                            Failed::Job(_) => attempt.batch_exited(
+                                ExitStatus {
+                                    code: 1,
+                                    signal: None,
+                                },
+                                Instant::now(),
+                            ),
+                            // The agent's: the attempt is lost here, and runs
+                            // elsewhere.
+                            Failed::Agent(_) => {
+                                attempt.begin_ending(Why::AgentFailure, Instant::now())
+                            }
+                        }
                     })
                 });
                 if begun == Some(Begun::Now) {

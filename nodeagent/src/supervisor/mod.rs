@@ -90,8 +90,14 @@ impl Supervisor {
         }
     }
 
+    /// The attempt table. A panic elsewhere while it was held does not lose
+    /// it: an empty answer would make the leader take every attempt for lost.
     fn table(&self) -> Option<MutexGuard<'_, HashMap<AttemptKey, Attempt>>> {
-        self.attempts.lock().ok()
+        Some(
+            self.attempts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// `SLURM_CLUSTER_NAME`, from the leader's welcome.
@@ -270,9 +276,13 @@ impl Supervisor {
                     begun.push(*key);
                 }
             }
-            hit.sort();
+            // Only the attempts the XID ended are named: one already ending
+            // (its script exited, or the leader killed it) ends as it would
+            // have, though its processes die now too.
+            let mut ended_by_it = begun.clone();
+            ended_by_it.sort();
             // Queued under the table's lock: no end report can overtake it.
-            self.outbox.push(report(hit.clone()));
+            self.outbox.push(report(ended_by_it));
         }
         for key in &hit {
             self.signal_everything(*key, Signal::KILL);
@@ -330,8 +340,10 @@ impl Supervisor {
         }
     }
 
-    /// `signal` to every process of attempt `key` here: its process groups and
-    /// what escaped them.
+    /// `signal` to every process of attempt `key` here: its process groups at
+    /// once, and what escaped them from a blocking thread (finding those reads
+    /// every process's environment, which hangs on a process stuck in the
+    /// kernel: never on the caller's task, which may be the heartbeat's).
     fn signal_everything(&self, key: AttemptKey, signal: Signal) {
         let groups = self
             .table()
@@ -340,17 +352,25 @@ impl Supervisor {
         for group in groups {
             send(group, signal);
         }
-        for pid in self.escaped(key) {
-            send_pid(pid, signal);
+        if let Some(find) = self.escaped_finder(key) {
+            tokio::task::spawn_blocking(move || {
+                for pid in find() {
+                    send_pid(pid, signal);
+                }
+            });
         }
     }
 
-    /// Processes of attempt `key` that left its process groups (see
-    /// [`attempt_processes`]).
-    fn escaped(&self, key: AttemptKey) -> Vec<i32> {
-        let uid = self.table().and_then(|a| a.get(&key).map(|r| r.uid));
-        uid.map(|uid| attempt_processes(key.0.0, key.1, &self.settings.agent_id, uid))
-            .unwrap_or_default()
+    /// What finds the processes of attempt `key` that left its process groups
+    /// (see [`attempt_processes`]), to run on a blocking thread (as often as
+    /// needed).
+    fn escaped_finder(
+        &self,
+        key: AttemptKey,
+    ) -> Option<impl Fn() -> Vec<i32> + Send + Sync + 'static> {
+        let uid = self.table().and_then(|a| a.get(&key).map(|r| r.uid))?;
+        let agent_id = self.settings.agent_id.clone();
+        Some(move || attempt_processes(key.0.0, key.1, &agent_id, uid))
     }
 
     /// Every process of attempt `key` is gone: its end report is queued and

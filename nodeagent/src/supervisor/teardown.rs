@@ -22,6 +22,10 @@ use crate::job::process::process_group_alive;
 /// Between two looks at processes that survived the unkillable timeout.
 const LINGERING_EVERY: Duration = Duration::from_secs(5);
 
+/// Longest one look for escaped processes may take before it counts as
+/// "some may be left" (reading a process stuck in the kernel hangs).
+const ESCAPED_LOOK_LIMIT: Duration = Duration::from_secs(5);
+
 impl Supervisor {
     /// Waits, on a task of its own, until attempt `key` (ending) has nothing
     /// left here, then reports its end.
@@ -38,9 +42,14 @@ impl Supervisor {
                 let Phase::Ending { kill_at, .. } = attempt.phase else {
                     return None;
                 };
-                Some((kill_at, attempt.groups(), attempt.gone(false, false)))
+                Some((
+                    kill_at,
+                    attempt.groups(),
+                    attempt.gone(false, false),
+                    attempt.launch_pending,
+                ))
             });
-            let Some((kill_at, groups, settled)) = look else {
+            let Some((kill_at, groups, settled, launching)) = look else {
                 return;
             };
             let live: Vec<i32> = groups
@@ -49,13 +58,14 @@ impl Supervisor {
                 .collect();
             // Looking for escaped processes reads every process's environment:
             // only once the groups are gone (a SIGKILL of a live group comes
-            // first anyway).
+            // first anyway), and off the runtime.
             let escaped = if live.is_empty() {
-                self.escaped(key)
+                self.find_escaped(key).await
             } else {
-                Vec::new()
+                Some(Vec::new())
             };
-            if settled && live.is_empty() && escaped.is_empty() {
+            let clear = escaped.as_ref().is_some_and(Vec::is_empty);
+            if settled && live.is_empty() && clear {
                 self.finish(key);
                 return;
             }
@@ -64,19 +74,32 @@ impl Supervisor {
                 for group in &live {
                     let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
                 }
-                for pid in &escaped {
+                for pid in escaped.iter().flatten() {
                     send_pid(*pid, Signal::KILL);
                 }
             }
+            // Processes that outlive SIGKILL, or a start that never returns
+            // (a hung file system), are given up on alike.
             if now >= kill_at + self.settings.unkillable_timeout
-                && (!live.is_empty() || !escaped.is_empty())
+                && (!live.is_empty() || !clear || launching)
             {
+                let escaped = escaped.unwrap_or_default();
                 self.give_up(key, &live, &escaped);
                 return;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
         }
+    }
+
+    /// The processes of attempt `key` that escaped its groups, found on a
+    /// blocking thread; `None` when the look did not end in time.
+    async fn find_escaped(&self, key: AttemptKey) -> Option<Vec<i32>> {
+        let find = self.escaped_finder(key)?;
+        tokio::time::timeout(ESCAPED_LOOK_LIMIT, tokio::task::spawn_blocking(find))
+            .await
+            .ok()?
+            .ok()
     }
 
     /// The attempt's processes outlived the unkillable timeout: report them
@@ -104,39 +127,44 @@ impl Supervisor {
             pids: pids.clone(),
             after_s: timeout.as_secs(),
         };
-        if let Some(mut attempts) = self.table()
-            && let Some(attempt) = attempts.get_mut(&key)
         {
+            let Some(mut attempts) = self.table() else {
+                return;
+            };
+            // Only an attempt still ending: another look may have found it
+            // gone and reported it meanwhile.
+            let Some(attempt) = attempts
+                .get_mut(&key)
+                .filter(|a| matches!(a.phase, Phase::Ending { .. }))
+            else {
+                return;
+            };
             let id = self.outbox.push(report.clone());
             attempt.ended(id);
         }
         if let Err(e) = self.journal.ended(key, &self.settings.agent_id, &report) {
             tracing::warn!(job = %key.0, attempt = key.1, "cannot record the attempt's end: {e}");
         }
-        let groups = groups.to_vec();
+        // Looked for again by their environment each time, never by the pids
+        // and groups seen now: those may be reused by unrelated processes.
+        let Some(find) = self.escaped_finder(key) else {
+            return;
+        };
+        let find = std::sync::Arc::new(find);
         tokio::spawn(async move {
             loop {
-                let live: Vec<i32> = groups
-                    .iter()
-                    .copied()
-                    .filter(|g| process_group_alive(*g))
-                    .collect();
-                let pids: Vec<i32> = pids
-                    .iter()
-                    .copied()
-                    .filter(|p| crate::job::process::process_alive(*p))
-                    .collect();
-                if live.is_empty() && pids.is_empty() {
+                tokio::time::sleep(LINGERING_EVERY).await;
+                let look = std::sync::Arc::clone(&find);
+                let Ok(left) = tokio::task::spawn_blocking(move || look()).await else {
+                    return;
+                };
+                if left.is_empty() {
                     tracing::info!(job = %key.0, attempt = key.1, "the unkillable processes are gone at last; resume the node when it is healthy");
                     return;
                 }
-                for group in &live {
-                    let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
-                }
-                for pid in &pids {
+                for pid in &left {
                     send_pid(*pid, Signal::KILL);
                 }
-                tokio::time::sleep(LINGERING_EVERY).await;
             }
         });
     }
