@@ -296,8 +296,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     fenced = false;
                     continue;
                 }
-                // Again on every tick while the lease stays lapsed: processes
-                // slow to die, and attempts launched since, are killed too.
+                // Again on every tick while the lease stays lapsed, so that an
+                // attempt launched since is killed too.
                 if !fenced && !supervisor.held().is_empty() {
                     tracing::error!(
                         "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"

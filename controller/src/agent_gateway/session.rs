@@ -243,20 +243,12 @@ async fn run(
             }
             answer = settled.recv() => {
                 let Some(answer) = answer else { break Err("the report proposer stopped".into()) };
-                match answer {
-                    Ok(ids) => {
-                        let mut failed = None;
-                        for id in ids {
-                            if let Err(e) = write(send, &ControllerMessage::ReportDone { id }).await {
-                                failed = Some(e);
-                                break;
-                            }
-                        }
-                        if let Some(e) = failed {
-                            break Err(e);
-                        }
-                    }
-                    Err(e) => break Err(e),
+                let written = match answer {
+                    Ok(ids) => report_done(ids, send).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = written {
+                    break Err(e);
                 }
             }
             changed = confirmed.changed() => {
@@ -303,6 +295,14 @@ async fn run(
     reader.abort();
     proposer.abort();
     outcome
+}
+
+/// Tells the agent its reports `ids` are settled (it stops resending them).
+async fn report_done(ids: Vec<u64>, send: &mut quinn::SendStream) -> Result<(), String> {
+    for id in ids {
+        write(send, &ControllerMessage::ReportDone { id }).await?;
+    }
+    Ok(())
 }
 
 /// Acknowledges the heartbeats received before the quorum confirmation that

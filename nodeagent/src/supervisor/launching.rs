@@ -58,24 +58,18 @@ impl Supervisor {
         match started {
             Ok(process) => {
                 let group = process.as_ref().map(|p| p.pid() as i32);
-                let running = match self.table() {
-                    Some(mut attempts) => match attempts.get_mut(&key) {
-                        Some(attempt) => {
-                            attempt.launched(group);
-                            let running = attempt.phase == Phase::Running;
-                            if running {
-                                // Under the table's lock: before any end report.
-                                self.outbox.push(AgentReport::Started {
-                                    job: key.0,
-                                    attempt: key.1,
-                                });
-                            }
-                            running
-                        }
-                        None => false,
-                    },
-                    None => false,
-                };
+                let running = self.table().get_mut(&key).is_some_and(|attempt| {
+                    attempt.launched(group);
+                    let running = attempt.phase == Phase::Running;
+                    if running {
+                        // Under the table's lock: before any end report.
+                        self.outbox.push(AgentReport::Started {
+                            job: key.0,
+                            attempt: key.1,
+                        });
+                    }
+                    running
+                });
                 if !running && let Some(group) = group {
                     // Killed (or fenced) while it was being started.
                     send(group, Signal::KILL);
@@ -86,26 +80,22 @@ impl Supervisor {
             }
             Err(failed) => {
                 tracing::error!(job = %key.0, attempt = key.1, "cannot start the attempt: {failed}");
-                let begun = self.table().and_then(|mut a| {
-                    a.get_mut(&key).map(|attempt| {
-                        attempt.launched(None);
-                        match failed {
-                            // The job's own fault (no such user, directory or
-                            // interpreter): a script that never started exits 1.
-                            Failed::Job(_) => attempt.batch_exited(
-                                ExitStatus {
-                                    code: 1,
-                                    signal: None,
-                                },
-                                Instant::now(),
-                            ),
-                            // The agent's: the attempt is lost here, and runs
-                            // elsewhere.
-                            Failed::Agent(_) => {
-                                attempt.begin_ending(Why::AgentFailure, Instant::now())
-                            }
-                        }
-                    })
+                let begun = self.table().get_mut(&key).map(|attempt| {
+                    attempt.launched(None);
+                    match failed {
+                        // The job's own fault (no such user, directory or
+                        // interpreter): a script that never started exits 1.
+                        Failed::Job(_) => attempt.batch_exited(
+                            ExitStatus {
+                                code: 1,
+                                signal: None,
+                            },
+                            Instant::now(),
+                        ),
+                        // The agent's: the attempt is lost here, and runs
+                        // elsewhere.
+                        Failed::Agent(_) => attempt.begin_ending(Why::AgentFailure, Instant::now()),
+                    }
                 });
                 if begun == Some(Begun::Now) {
                     self.tear_down(key);
@@ -182,10 +172,10 @@ impl Supervisor {
                     }
                 }
             };
-            let begun = this.table().and_then(|mut a| {
-                a.get_mut(&key)
-                    .map(|attempt| attempt.batch_exited(status, Instant::now()))
-            });
+            let begun = this
+                .table()
+                .get_mut(&key)
+                .map(|attempt| attempt.batch_exited(status, Instant::now()));
             // Also when something else ended it first: its teardown waits for
             // this status, and looks again only after a pause that grows; a
             // second look now finishes it at once (only one look can finish).

@@ -92,12 +92,10 @@ impl Supervisor {
 
     /// The attempt table. A panic elsewhere while it was held does not lose
     /// it: an empty answer would make the leader take every attempt for lost.
-    fn table(&self) -> Option<MutexGuard<'_, HashMap<AttemptKey, Attempt>>> {
-        Some(
-            self.attempts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+    fn table(&self) -> MutexGuard<'_, HashMap<AttemptKey, Attempt>> {
+        self.attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `SLURM_CLUSTER_NAME`, from the leader's welcome.
@@ -114,18 +112,16 @@ impl Supervisor {
     /// them).
     pub fn held(&self) -> Vec<AttemptKey> {
         let mut acknowledged = Vec::new();
-        let mut keys: Vec<AttemptKey> = match self.table() {
-            Some(mut attempts) => {
-                attempts.retain(|key, a| match a.phase {
-                    Phase::Ended { report } if !self.outbox.is_pending(report) => {
-                        acknowledged.push(*key);
-                        false
-                    }
-                    _ => true,
-                });
-                attempts.keys().copied().collect()
-            }
-            None => Vec::new(),
+        let mut keys: Vec<AttemptKey> = {
+            let mut attempts = self.table();
+            attempts.retain(|key, a| match a.phase {
+                Phase::Ended { report } if !self.outbox.is_pending(report) => {
+                    acknowledged.push(*key);
+                    false
+                }
+                _ => true,
+            });
+            attempts.keys().copied().collect()
         };
         if let Ok(mut recovered) = self.recovered.lock() {
             recovered.retain(|key, report| {
@@ -164,7 +160,7 @@ impl Supervisor {
     /// whose state lags may ask again).
     pub fn launch(&self, launch: Launch) {
         let key = (launch.job.id, launch.attempt);
-        if self.table().is_none_or(|a| a.contains_key(&key)) {
+        if self.table().contains_key(&key) {
             return;
         }
         if self.journal.ran(key) {
@@ -197,12 +193,10 @@ impl Supervisor {
             nix::unistd::geteuid().as_raw()
         };
         let launch = Arc::new(launch);
-        if let Some(mut attempts) = self.table() {
-            attempts.insert(
-                key,
-                Attempt::launching(Arc::clone(&launch), batch, gpus, uid),
-            );
-        }
+        self.table().insert(
+            key,
+            Attempt::launching(Arc::clone(&launch), batch, gpus, uid),
+        );
         let this = self.clone();
         tokio::spawn(async move { this.start(key, launch, batch).await });
     }
@@ -211,17 +205,16 @@ impl Supervisor {
     pub fn signal(&self, key: AttemptKey, signal: Signal, scope: SignalScope) {
         let groups = self
             .table()
-            .and_then(|a| {
-                a.get(&key).map(|r| {
-                    let mut groups = Vec::new();
-                    if scope.includes_batch() {
-                        groups.extend(r.group);
-                    }
-                    if scope.includes_steps() {
-                        groups.extend(&r.tasks);
-                    }
-                    groups
-                })
+            .get(&key)
+            .map(|r| {
+                let mut groups = Vec::new();
+                if scope.includes_batch() {
+                    groups.extend(r.group);
+                }
+                if scope.includes_steps() {
+                    groups.extend(&r.tasks);
+                }
+                groups
             })
             .unwrap_or_default();
         for group in groups {
@@ -236,11 +229,8 @@ impl Supervisor {
     pub fn kill(&self, key: AttemptKey, signal: Signal, grace: Duration) {
         let begun = self
             .table()
-            .map(|mut a| {
-                a.get_mut(&key)
-                    .map(|r| r.begin_ending(Why::Killed, Instant::now() + grace))
-            })
-            .unwrap_or(Some(Begun::Over));
+            .get_mut(&key)
+            .map(|r| r.begin_ending(Why::Killed, Instant::now() + grace));
         match begun {
             None if self.recovered.lock().is_ok_and(|r| r.contains_key(&key)) => {}
             None => {
@@ -266,7 +256,8 @@ impl Supervisor {
         let now = Instant::now();
         let mut hit = Vec::new();
         let mut begun = Vec::new();
-        if let Some(mut attempts) = self.table() {
+        {
+            let mut attempts = self.table();
             for (key, a) in attempts.iter_mut() {
                 if !a.gpus.contains(&gpu) || matches!(a.phase, Phase::Ended { .. }) {
                     continue;
@@ -294,8 +285,9 @@ impl Supervisor {
 
     /// The lease lapsed: kill everything at once (the leader will declare this
     /// node down and requeue its jobs; they must not run twice). Each attempt
-    /// is reported lost once its processes are gone. Calling it again brings
-    /// nothing new but SIGKILLs what is left.
+    /// is reported lost once its processes are gone. Calling it again ends the
+    /// attempts launched since; those already ending are SIGKILLed by their
+    /// teardown, from now on.
     pub fn fence(&self) {
         self.end_everything(Why::Fenced, Duration::ZERO, Signal::KILL);
     }
@@ -310,7 +302,8 @@ impl Supervisor {
         loop {
             let ending = self
                 .table()
-                .is_some_and(|a| a.values().any(|r| !matches!(r.phase, Phase::Ended { .. })));
+                .values()
+                .any(|r| !matches!(r.phase, Phase::Ended { .. }));
             if !ending || Instant::now() >= deadline {
                 return;
             }
@@ -319,23 +312,18 @@ impl Supervisor {
         }
     }
 
+    /// Ends every attempt for `why`: those running get `signal` and their
+    /// teardown; those already ending only have their SIGKILL brought forward
+    /// to `grace` from now, which their teardown carries out.
     fn end_everything(&self, why: Why, grace: Duration, signal: Signal) {
         let kill_at = Instant::now() + grace;
-        let mut begun = Vec::new();
-        let mut ending = Vec::new();
-        if let Some(mut attempts) = self.table() {
-            for (key, a) in attempts.iter_mut() {
-                match a.begin_ending(why, kill_at) {
-                    Begun::Now => begun.push(*key),
-                    Begun::Already => ending.push(*key),
-                    Begun::Over => {}
-                }
-            }
-        }
-        for key in begun.iter().chain(&ending) {
-            self.signal_everything(*key, signal);
-        }
+        let begun: Vec<AttemptKey> = self
+            .table()
+            .iter_mut()
+            .filter_map(|(key, a)| (a.begin_ending(why, kill_at) == Begun::Now).then_some(*key))
+            .collect();
         for key in begun {
+            self.signal_everything(key, signal);
             self.tear_down(key);
         }
     }
@@ -347,7 +335,8 @@ impl Supervisor {
     fn signal_everything(&self, key: AttemptKey, signal: Signal) {
         let groups = self
             .table()
-            .and_then(|a| a.get(&key).map(Attempt::groups))
+            .get(&key)
+            .map(Attempt::groups)
             .unwrap_or_default();
         for group in groups {
             send(group, signal);
@@ -368,7 +357,7 @@ impl Supervisor {
         &self,
         key: AttemptKey,
     ) -> Option<impl Fn() -> Vec<i32> + Send + Sync + 'static> {
-        let uid = self.table().and_then(|a| a.get(&key).map(|r| r.uid))?;
+        let uid = self.table().get(&key)?.uid;
         let agent_id = self.settings.agent_id.clone();
         Some(move || attempt_processes(key.0.0, key.1, &agent_id, uid))
     }
@@ -377,9 +366,7 @@ impl Supervisor {
     /// recorded, and the attempt is held until the leader acknowledges it.
     fn finish(&self, key: AttemptKey) {
         let report = {
-            let Some(mut attempts) = self.table() else {
-                return;
-            };
+            let mut attempts = self.table();
             let Some(attempt) = attempts.get_mut(&key) else {
                 return;
             };
@@ -399,7 +386,7 @@ impl Supervisor {
 
     /// The live attempt of `job` here that a step may run in, with its launch.
     pub fn step_attempt_of_job(&self, job: JobId) -> Option<(AttemptKey, Arc<Launch>)> {
-        let attempts = self.table()?;
+        let attempts = self.table();
         attempts
             .iter()
             .find(|(key, r)| key.0 == job && r.takes_steps())
@@ -408,7 +395,7 @@ impl Supervisor {
 
     /// The launch of attempt `key` when it runs here and may run steps.
     pub fn step_attempt(&self, key: AttemptKey) -> Option<Arc<Launch>> {
-        let attempts = self.table()?;
+        let attempts = self.table();
         let running = attempts.get(&key)?;
         running.takes_steps().then(|| Arc::clone(&running.launch))
     }
@@ -416,7 +403,7 @@ impl Supervisor {
     /// The next step number of attempt `key` (steps are numbered by the node
     /// that coordinates them, the batch host in practice).
     pub fn next_step(&self, key: AttemptKey) -> Option<u32> {
-        let mut attempts = self.table()?;
+        let mut attempts = self.table();
         let running = attempts.get_mut(&key)?;
         let step = running.next_step;
         running.next_step += 1;
@@ -427,10 +414,7 @@ impl Supervisor {
     /// gone or ending (start nothing then). Every true must be followed by
     /// [`Supervisor::task_started`] or [`Supervisor::task_not_started`].
     pub fn begin_task(&self, key: AttemptKey) -> bool {
-        let Some(mut attempts) = self.table() else {
-            return false;
-        };
-        match attempts.get_mut(&key) {
+        match self.table().get_mut(&key) {
             Some(running) if running.takes_steps() => {
                 running.starting += 1;
                 true
@@ -443,9 +427,7 @@ impl Supervisor {
     /// ending meanwhile: the caller kills the group at once (the attempt waits
     /// for it either way).
     pub fn task_started(&self, key: AttemptKey, group: i32) -> bool {
-        let Some(mut attempts) = self.table() else {
-            return false;
-        };
+        let mut attempts = self.table();
         let Some(running) = attempts.get_mut(&key) else {
             return false;
         };
@@ -456,9 +438,7 @@ impl Supervisor {
 
     /// A task announced by [`Supervisor::begin_task`] did not start.
     pub fn task_not_started(&self, key: AttemptKey) {
-        if let Some(mut attempts) = self.table()
-            && let Some(running) = attempts.get_mut(&key)
-        {
+        if let Some(running) = self.table().get_mut(&key) {
             running.starting = running.starting.saturating_sub(1);
         }
     }
@@ -469,14 +449,13 @@ impl Supervisor {
     pub fn signal_tasks(&self, key: AttemptKey, groups: &[i32], signal: Signal) {
         let live: Vec<i32> = self
             .table()
-            .and_then(|a| {
-                a.get(&key).map(|r| {
-                    groups
-                        .iter()
-                        .copied()
-                        .filter(|g| r.tasks.contains(g))
-                        .collect()
-                })
+            .get(&key)
+            .map(|r| {
+                groups
+                    .iter()
+                    .copied()
+                    .filter(|g| r.tasks.contains(g))
+                    .collect()
             })
             .unwrap_or_default();
         for group in live {
@@ -486,9 +465,7 @@ impl Supervisor {
 
     /// A task's process group is empty.
     pub fn task_gone(&self, key: AttemptKey, group: i32) {
-        if let Some(mut attempts) = self.table()
-            && let Some(running) = attempts.get_mut(&key)
-        {
+        if let Some(running) = self.table().get_mut(&key) {
             running.tasks.remove(&group);
         }
     }
@@ -509,9 +486,7 @@ impl Supervisor {
     ) -> Result<(), String> {
         let node = &self.settings.node;
         {
-            let Some(mut attempts) = self.table() else {
-                return Err("the agent's attempt table is unavailable".into());
-            };
+            let mut attempts = self.table();
             let Some(attempt) = attempts.get_mut(&key) else {
                 return Err(format!(
                     "job {} attempt {} does not run on {node}; its checkpoint is not recorded",

@@ -37,20 +37,20 @@ impl Supervisor {
     async fn wait_until_gone(&self, key: AttemptKey) {
         let mut pause = Duration::from_millis(2);
         loop {
-            let look = self.table().and_then(|a| {
-                let attempt = a.get(&key)?;
-                let Phase::Ending { kill_at, .. } = attempt.phase else {
-                    return None;
+            let (kill_at, groups, settled, launching) = {
+                let attempts = self.table();
+                let Some(attempt) = attempts.get(&key) else {
+                    return;
                 };
-                Some((
+                let Phase::Ending { kill_at, .. } = attempt.phase else {
+                    return;
+                };
+                (
                     kill_at,
                     attempt.groups(),
                     attempt.gone(false, false),
                     attempt.launch_pending,
-                ))
-            });
-            let Some((kill_at, groups, settled, launching)) = look else {
-                return;
+                )
             };
             let live: Vec<i32> = groups
                 .into_iter()
@@ -128,9 +128,7 @@ impl Supervisor {
             after_s: timeout.as_secs(),
         };
         {
-            let Some(mut attempts) = self.table() else {
-                return;
-            };
+            let mut attempts = self.table();
             // Only an attempt still ending: another look may have found it
             // gone and reported it meanwhile.
             let Some(attempt) = attempts
