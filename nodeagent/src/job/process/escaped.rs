@@ -11,8 +11,7 @@
 //! process that clears its environment is not found: corral does not confine
 //! jobs with cgroups.
 
-use std::fs;
-use std::os::unix::fs::MetadataExt;
+use super::proc_table::{ProcessEntry, own_pid, processes};
 
 /// The variable naming the agent (node and start) that started a process.
 pub const AGENT_ID_ENV: &str = "CORRAL_AGENT_ID";
@@ -20,45 +19,24 @@ pub const AGENT_ID_ENV: &str = "CORRAL_AGENT_ID";
 /// Live processes of user `uid` whose environment holds `SLURM_JOB_ID=job`,
 /// `CORRAL_ATTEMPT=attempt` and `CORRAL_AGENT_ID=agent`, other than this process.
 pub fn attempt_processes(job: u64, attempt: u32, agent: &str, uid: u32) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let job_var = format!("SLURM_JOB_ID={job}");
     let attempt_var = format!("CORRAL_ATTEMPT={attempt}");
     let agent_var = format!("{AGENT_ID_ENV}={agent}");
-    let me = std::process::id();
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || entry.metadata().map(|m| m.uid()).ok() != Some(uid) {
-            continue;
-        }
-        // A process may exit while we look: skip what cannot be read.
-        let Ok(environ) = fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if !holds(&environ, &job_var)
-            || !holds(&environ, &attempt_var)
-            || !holds(&environ, &agent_var)
-        {
-            continue;
-        }
-        let zombie = fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-            stat.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start())
-                .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'))
-        });
-        if !zombie && let Ok(pid) = i32::try_from(pid) {
-            found.push(pid);
-        }
-    }
-    found
+    let me = own_pid();
+    processes()
+        .into_iter()
+        .flatten()
+        .filter(|p| p.pid != me && p.uid() == Some(uid))
+        .filter(|p| {
+            p.environ().is_some_and(|environ| {
+                holds(&environ, &job_var)
+                    && holds(&environ, &attempt_var)
+                    && holds(&environ, &agent_var)
+            })
+        })
+        .filter(ProcessEntry::is_live)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// A job process an earlier agent of this node started.
@@ -85,23 +63,13 @@ pub fn agent_processes(agent: &str) -> Vec<Leftover> {
 
 /// Live job processes, of any user, whose `CORRAL_AGENT_ID` `agent` accepts.
 fn processes_of_agents(agent: impl Fn(&str) -> bool) -> Vec<Leftover> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let me = std::process::id();
+    let me = own_pid();
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
+    for process in processes().into_iter().flatten() {
+        if process.pid == me {
             continue;
         }
-        let Ok(environ) = fs::read(entry.path().join("environ")) else {
+        let Some(environ) = process.environ() else {
             continue;
         };
         let mut started_by = None;
@@ -122,11 +90,15 @@ fn processes_of_agents(agent: impl Fn(&str) -> bool) -> Vec<Leftover> {
                 attempt = value.parse().ok();
             }
         }
-        if !started_by.is_some_and(&agent) || !super::group::process_alive(pid as i32) {
+        if !started_by.is_some_and(&agent) || !process.is_live() {
             continue;
         }
-        if let (Some(job), Some(attempt), Ok(pid)) = (job, attempt, i32::try_from(pid)) {
-            found.push(Leftover { pid, job, attempt });
+        if let (Some(job), Some(attempt)) = (job, attempt) {
+            found.push(Leftover {
+                pid: process.pid,
+                job,
+                attempt,
+            });
         }
     }
     found

@@ -13,6 +13,7 @@ mod group;
 mod job_process;
 mod launch;
 mod output_paths;
+mod proc_table;
 mod script;
 mod user;
 
