@@ -118,11 +118,6 @@ impl LeaderClient {
             .find(|(r, _)| *r == id)
             .map(|(_, a)| a.clone())
             .ok_or("unknown replica")?;
-        let bytes = self
-            .network
-            .call(id, &addr, Method::Metrics, Vec::new(), ATTEMPT_TIMEOUT)
-            .await
-            .map_err(|s| s.to_string())?;
-        codec::decode(&bytes).map_err(|e| e.to_string())
+        self.network.metrics(id, &addr, ATTEMPT_TIMEOUT).await
     }
 }

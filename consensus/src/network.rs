@@ -131,6 +131,20 @@ impl PeerNetwork {
         Ok(stream)
     }
 
+    /// The metrics of the replica at `addr`, asked within `ttl`.
+    pub async fn metrics(
+        &self,
+        target: ReplicaId,
+        addr: &str,
+        ttl: Duration,
+    ) -> Result<crate::replica::ReplicaMetrics, String> {
+        let bytes = self
+            .call(target, addr, Method::Metrics, Vec::new(), ttl)
+            .await
+            .map_err(|status| status.to_string())?;
+        codec::decode(&bytes).map_err(|e| e.to_string())
+    }
+
     /// Calls `method` on the peer with an encoded payload and a deadline: over
     /// the call stream for the frequent methods, as a unary call otherwise.
     pub async fn call(

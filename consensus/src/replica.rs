@@ -503,18 +503,9 @@ impl Replica {
             .into_iter()
             .find(|m| m.id == id)
             .ok_or_else(|| format!("replica {id} is not a member"))?;
-        let bytes = self
-            .network
-            .call(
-                id,
-                &member.addr.peer,
-                crate::network::Method::Metrics,
-                Vec::new(),
-                Duration::from_secs(2),
-            )
+        self.network
+            .metrics(id, &member.addr.peer, Duration::from_secs(2))
             .await
-            .map_err(|status| status.message().to_string())?;
-        crate::codec::decode(&bytes).map_err(|e| e.to_string())
     }
 
     /// Every member (voters and learners) with its addresses, as this replica's
