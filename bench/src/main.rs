@@ -5,13 +5,15 @@
 //! `scheduler` (pass time of the scheduling policy), `raft` (commit throughput
 //! through replica processes), `failover` (leader kill to next commit),
 //! `failover-jobs` (what leader kills and stops do to running jobs on a local
-//! cluster) and `xid` (XID injection to requeue and restart on a local cluster).
+//! cluster), `xid` (XID injection to requeue and restart on a local cluster)
+//! and `nvml` (health sampling cost on this node's real GPUs).
 
 mod failover_bench;
 mod failover_jobs_bench;
 mod figures;
 mod gpu_occupancy;
 mod local_cluster;
+mod nvml_bench;
 mod process_cluster;
 mod raft_bench;
 mod replica_process;
@@ -54,6 +56,9 @@ enum Bench {
     /// Time from an XID on a running 2-node job's GPU to its requeue being
     /// committed and to its next attempt running (local cluster of processes).
     Xid(xid_bench::XidArgs),
+    /// What health sampling costs per GPU through NVML, on this node's real
+    /// GPUs (needs the NVIDIA driver).
+    Nvml(nvml_bench::NvmlArgs),
     /// One replica process (started by the raft and failover benchmarks).
     #[command(hide = true)]
     Replica(replica_process::ReplicaArgs),
@@ -68,6 +73,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Failover(args) => failover_bench::run(&args),
         Bench::FailoverJobs(args) => failover_jobs_bench::run(&args),
         Bench::Xid(args) => xid_bench::run(&args),
+        Bench::Nvml(args) => nvml_bench::run(&args),
         Bench::Replica(args) => replica_process::run(&args),
     }
 }

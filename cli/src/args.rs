@@ -401,6 +401,15 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
+/// Where a local cluster's GPUs come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LocalGpuBackend {
+    /// Simulated GPUs, with faults injected by `corral local xid`.
+    Simulated,
+    /// This machine's GPUs through NVML (one node).
+    Nvml,
+}
+
 /// `corral local up`.
 #[derive(Debug, Clone, Args)]
 pub struct LocalUpArgs {
@@ -410,12 +419,16 @@ pub struct LocalUpArgs {
     /// Controller replicas.
     #[arg(long, default_value = "3")]
     pub controllers: u32,
-    /// GPU nodes.
-    #[arg(long, default_value = "4")]
-    pub nodes: u32,
-    /// GPUs per node.
-    #[arg(long, default_value = "8")]
-    pub gpus_per_node: u32,
+    /// GPU nodes (default 4; with --gpu-backend nvml, 1: this machine).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// GPUs per simulated node (default 8).
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
+    /// Where the nodes' GPUs come from: `simulated` (fake H100s), or `nvml`:
+    /// one node with this machine's real GPUs, configured as NVML finds them.
+    #[arg(long, value_enum, default_value_t = LocalGpuBackend::Simulated)]
+    pub gpu_backend: LocalGpuBackend,
     /// The corrald binary (default: next to this one).
     #[arg(long)]
     pub corrald: Option<PathBuf>,

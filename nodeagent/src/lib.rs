@@ -1,5 +1,6 @@
 //! corral-agent: the node agent's parts. `gpu` watches GPU health (NVML or a
-//! simulated backend) and maps XID errors to actions; `job` builds Slurm's
+//! simulated backend) and maps XID errors to actions, and `gpu_probe` shows an
+//! operator what it sees (`corral-agent gpus`); `job` builds Slurm's
 //! environment and runs and kills job processes; `supervisor` holds the attempts
 //! of this node (each an explicit state machine); `attempt_journal` remembers
 //! them across agent restarts, and `recovery` deals at start with what earlier
@@ -12,6 +13,7 @@
 pub mod attempt_journal;
 pub mod fence_watch;
 pub mod gpu;
+pub mod gpu_probe;
 pub mod job;
 pub mod lease;
 pub mod link;

@@ -16,6 +16,7 @@ use corral_agent::fence_watch;
 use corral_agent::gpu::{
     GpuBackend, XidAction, backend_from_spec, classify_xid, sample_periodically,
 };
+use corral_agent::gpu_probe;
 use corral_agent::lease::Lease;
 use corral_agent::link::{self, LinkParts, LinkSettings};
 use corral_agent::outbox::Outbox;
@@ -36,7 +37,8 @@ const STOP_REPORT_PATIENCE: Duration = Duration::from_secs(5);
 /// How often GPU health is sampled for heartbeats.
 const HEALTH_SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
-/// The node agent.
+/// The node agent. `corral-agent gpus --help` shows this node's GPUs as the
+/// agent sees them.
 #[derive(Debug, Parser)]
 #[command(name = "corral-agent", version)]
 struct Args {
@@ -92,11 +94,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
-    if argv.next().as_deref() == Some(fence_watch::SUBCOMMAND) {
-        return match argv.next() {
-            Some(agent_id) => fence_watch::run(&agent_id),
-            None => ExitCode::from(2),
-        };
+    match argv.next().as_deref() {
+        Some(fence_watch::SUBCOMMAND) => {
+            return match argv.next() {
+                Some(agent_id) => fence_watch::run(&agent_id),
+                None => ExitCode::from(2),
+            };
+        }
+        Some(gpu_probe::SUBCOMMAND) => return gpu_probe::run(argv),
+        _ => {}
     }
     let args = Args::parse();
     tracing_subscriber::fmt()

@@ -14,7 +14,7 @@ use corral_proto::records;
 use corral_state::job::{Job, JobState};
 use corral_state::time::Timestamp;
 
-use crate::args::{DemoArgs, LocalUpArgs};
+use crate::args::{DemoArgs, LocalGpuBackend, LocalUpArgs};
 use crate::connection::{Cluster, ClusterSettings, Retry};
 use crate::format::{AcctOptions, QueueOptions, acct_table, queue_table};
 use crate::when;
@@ -36,8 +36,9 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let cluster = super::local::up(&LocalUpArgs {
         dir: dir.clone(),
         controllers: 3,
-        nodes: 4,
-        gpus_per_node: 8,
+        nodes: Some(4),
+        gpus_per_node: Some(8),
+        gpu_backend: LocalGpuBackend::Simulated,
         corrald: None,
         corral_agent: None,
         no_agents: false,

@@ -67,25 +67,27 @@ impl LocalCluster {
     }
 
     fn start_with(controllers: u32, nodes: u32, agents: bool) -> LocalCluster {
+        let nodes = nodes.to_string();
+        let mut args = vec!["--nodes", &nodes];
+        if !agents {
+            args.push("--no-agents");
+        }
+        Self::start_with_args(controllers, &args)
+    }
+
+    /// `corral local up` with `controllers` replicas and `args` (agents unless
+    /// `--no-agents` is among them).
+    pub fn start_with_args(controllers: u32, args: &[&str]) -> LocalCluster {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(corral_bin())
             .args(["--json", "local", "up", "--dir"])
             .arg(dir.path())
-            .args([
-                "--controllers",
-                &controllers.to_string(),
-                "--nodes",
-                &nodes.to_string(),
-            ])
+            .args(["--controllers", &controllers.to_string()])
             .arg("--corrald")
             .arg(corrald_bin())
             .arg("--corral-agent")
             .arg(sibling("corral-agent"))
-            .args(if agents {
-                &[][..]
-            } else {
-                &["--no-agents"][..]
-            })
+            .args(args)
             .output()
             .unwrap();
         assert!(

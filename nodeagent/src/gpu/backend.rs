@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::details::NodeGpuDetails;
+
 /// One GPU as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuInfo {
@@ -34,8 +36,16 @@ pub struct GpuSample {
     pub memory_used_mb: Option<u64>,
     /// Uncorrected ECC errors since the driver loaded.
     pub ecc_uncorrected_volatile: Option<u64>,
-    /// Whether retired memory pages wait for a GPU reset to take effect.
+    /// Whether retired memory pages wait for a GPU reset to take effect (GPUs
+    /// before Ampere).
     pub retired_pages_pending: Option<bool>,
+    /// Whether memory rows wait for a GPU reset to be remapped (Ampere and
+    /// newer, which remap rows instead of retiring pages).
+    #[serde(default)]
+    pub row_remap_pending: Option<bool>,
+    /// Whether remapping a memory row failed: the GPU needs service.
+    #[serde(default)]
+    pub row_remap_failed: Option<bool>,
     /// Whether the GPU may run jobs. `false` comes with a `problem`.
     pub healthy: bool,
     /// Why the GPU is unhealthy, in words for an operator.
@@ -56,7 +66,7 @@ pub struct XidEvent {
 /// A source of GPU inventory, health and XID events.
 ///
 /// Implementations are cheap to query: [`GpuBackend::sample`] runs every
-/// heartbeat (1 s).
+/// few hundred milliseconds, off the heartbeat's path.
 pub trait GpuBackend: Send + Sync + 'static {
     /// The backend's name: `"nvml"`, `"simulated"` or `"none"`.
     fn kind(&self) -> &'static str;
@@ -66,6 +76,10 @@ pub trait GpuBackend: Send + Sync + 'static {
 
     /// A health sample of every GPU, by index.
     fn sample(&self) -> Vec<GpuSample>;
+
+    /// What the backend knows about the GPUs beyond the inventory (driver,
+    /// memory, MIG mode, supported events) and the state of the XID watch.
+    fn details(&self) -> NodeGpuDetails;
 
     /// XID events as they happen (fed from a dedicated thread, since NVML's
     /// event wait blocks).

@@ -57,6 +57,16 @@ pub enum GpuError {
         source: io::Error,
     },
 
+    /// The XID watch's thread did not end when asked to.
+    #[error(
+        "the thread that watches for XID errors did not end within {waited:?} of being \
+         asked to: an NVML event wait is stuck; check the driver with nvidia-smi"
+    )]
+    EventThreadStuck {
+        /// How long the backend waited.
+        waited: std::time::Duration,
+    },
+
     /// The agent's `--gpus` value is malformed.
     #[error(
         "invalid --gpus value {spec:?}: {reason}; expected nvml, none or \

@@ -6,6 +6,7 @@
 //! option), then [`classify_xid`].
 
 mod backend;
+mod details;
 mod error;
 mod fanout;
 mod fault_command;
@@ -19,13 +20,20 @@ mod spec;
 mod xid;
 
 pub use backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+pub use details::{
+    GpuDetails, MigModes, NodeGpuDetails, UnwatchedGpu, WaitCounts, WatchedGpu, XidWatch,
+    XidWatchState,
+};
 pub use error::GpuError;
 pub use fanout::XID_BACKLOG_MAX;
 pub use fault_command::{FaultCommand, MAX_COMMAND_LEN, MAX_TEMPERATURE_C};
 pub use inject::{INJECT_TIMEOUT, inject};
 pub use model_type::model_type;
 pub use no_gpus::NoGpus;
-pub use nvml::NvmlGpus;
+pub use nvml::{
+    NvmlGpus, READINGS as NVML_READINGS, ReadingCost, WAIT_TIMEOUT_MS as NVML_EVENT_WAIT_MS,
+    nvml_inventory,
+};
 pub use sampling::sample_periodically;
 pub use simulated::{MAX_SIMULATED_GPUS, SIMULATED_THERMAL_LIMIT_C, SimulatedGpus};
 pub use spec::{CONTROL_SOCKET_NAME, GpuSpec, backend_from_spec, control_socket};

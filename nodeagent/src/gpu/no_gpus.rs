@@ -4,6 +4,7 @@
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
 use super::fanout::XidFanout;
 
 /// A node without GPUs.
@@ -30,6 +31,10 @@ impl GpuBackend for NoGpus {
 
     fn sample(&self) -> Vec<GpuSample> {
         Vec::new()
+    }
+
+    fn details(&self) -> NodeGpuDetails {
+        NodeGpuDetails::from_inventory("none", Vec::new(), XidWatch::empty(XidWatchState::NoGpus))
     }
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use corral_pki::{BundleSpec, Role};
 use corral_state::slurm::hostlist;
 
-use crate::args::{LocalAction, LocalUpArgs};
+use crate::args::{LocalAction, LocalGpuBackend, LocalUpArgs};
 
 mod process;
 
@@ -134,12 +134,20 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     if args.controllers == 0 || args.controllers > 7 {
         bail!("--controllers must be 1 to 7 (odd numbers tolerate failures best: 3 or 5)");
     }
-    if args.nodes == 0 || args.nodes > 999 {
+    let node_count = args.nodes.unwrap_or(match args.gpu_backend {
+        LocalGpuBackend::Simulated => 4,
+        LocalGpuBackend::Nvml => 1,
+    });
+    if node_count == 0 || node_count > 999 {
         bail!("--nodes must be 1 to 999");
     }
-    if args.gpus_per_node > 64 {
-        bail!("--gpus-per-node must be at most 64");
+    if args.gpu_backend == LocalGpuBackend::Nvml && node_count > 1 {
+        bail!(
+            "--gpu-backend nvml gives this machine's GPUs to one node, and no GPU may belong \
+             to two nodes: drop --nodes, or use --gpu-backend simulated for more nodes"
+        );
     }
+    let node_gpus = node_gpus(args)?;
     let dir = absolute(&args.dir)?;
     if status(&dir)?.iter().any(|p| p.running) {
         bail!(
@@ -165,7 +173,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         None => sibling_binary("corrald")?,
     };
     let user = current_user();
-    let nodes = node_names(args.nodes);
+    let nodes = node_names(node_count);
     let mut users = vec![user.clone()];
     for extra in ["alice", "bob"] {
         if !users.iter().any(|u| u == extra) {
@@ -207,7 +215,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
-        let text = config_text(*id, &replicas, &nodes, args.gpus_per_node, &users, &dir);
+        let text = config_text(*id, &replicas, &nodes, &node_gpus, &users, &dir);
         std::fs::write(config_dir.join("corral.toml"), text)?;
         process::spawn(
             &dir,
@@ -233,7 +241,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         };
         std::fs::create_dir_all(dir.join("checkpoints"))?;
         for node in &nodes {
-            start_agent(&dir, &agent, node, &addresses, args.gpus_per_node)?;
+            start_agent(&dir, &agent, node, &addresses, &node_gpus.agent_spec())?;
         }
     }
     // sbatch, srun, ... for the jobs and the shells of this cluster.
@@ -287,22 +295,94 @@ impl Drop for StopOnFailure {
     }
 }
 
-/// Starts the agent of `node` with simulated GPUs.
+/// Each node's GPUs: how many, of which type, and where the agent finds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NodeGpus {
+    count: u32,
+    model: String,
+    backend: LocalGpuBackend,
+}
+
+impl NodeGpus {
+    /// The agent's `--gpus` value.
+    fn agent_spec(&self) -> String {
+        match self.backend {
+            LocalGpuBackend::Nvml => "nvml".to_string(),
+            LocalGpuBackend::Simulated if self.count == 0 => "none".to_string(),
+            LocalGpuBackend::Simulated => format!("simulated:{}:{}", self.count, self.model),
+        }
+    }
+}
+
+/// The nodes' GPUs: simulated H100s, or what NVML finds on this machine.
+fn node_gpus(args: &LocalUpArgs) -> anyhow::Result<NodeGpus> {
+    match args.gpu_backend {
+        LocalGpuBackend::Simulated => {
+            let count = args.gpus_per_node.unwrap_or(8);
+            if count > 64 {
+                bail!("--gpus-per-node must be at most 64");
+            }
+            Ok(NodeGpus {
+                count,
+                model: "h100".to_string(),
+                backend: LocalGpuBackend::Simulated,
+            })
+        }
+        LocalGpuBackend::Nvml => {
+            if args.gpus_per_node.is_some() {
+                bail!(
+                    "--gpus-per-node is for simulated nodes: with --gpu-backend nvml the node \
+                     has the GPUs NVML finds on this machine"
+                );
+            }
+            let found = corral_agent::gpu::nvml_inventory().map_err(|error| {
+                use corral_agent::gpu::GpuError;
+                let why = match error {
+                    GpuError::NvmlLibraryMissing { .. } => {
+                        "this machine has no NVIDIA driver (libnvidia-ml.so.1 is missing)".into()
+                    }
+                    GpuError::NvmlDriverNotLoaded => {
+                        "the NVIDIA kernel driver is not loaded (check nvidia-smi)".into()
+                    }
+                    GpuError::NvmlNoGpus => "NVML finds no GPU (check nvidia-smi)".into(),
+                    other => other.to_string(),
+                };
+                anyhow::anyhow!(
+                    "--gpu-backend nvml needs this machine's GPUs, but {why}; \
+                     use --gpu-backend simulated for simulated ones"
+                )
+            })?;
+            let mut models: Vec<&str> = found.iter().map(|gpu| gpu.model.as_str()).collect();
+            models.dedup();
+            let [model] = models[..] else {
+                bail!(
+                    "this machine has GPUs of several types ({}); a local node has one type: \
+                     use --gpu-backend simulated, or a cluster configuration with one node \
+                     line per type",
+                    models.join(", ")
+                );
+            };
+            Ok(NodeGpus {
+                count: u32::try_from(found.len()).context("too many GPUs")?,
+                model: model.to_string(),
+                backend: LocalGpuBackend::Nvml,
+            })
+        }
+    }
+}
+
+/// Starts the agent of `node` with GPUs `gpus` (its `--gpus` value).
 fn start_agent(
     dir: &Path,
     agent: &Path,
     node: &str,
     addresses: &[String],
-    gpus: u32,
+    gpus: &str,
 ) -> anyhow::Result<()> {
     let certs = dir.join("certs");
     let state_dir = dir.join("agents").join(node);
     std::fs::create_dir_all(&state_dir)?;
-    let gpus = if gpus == 0 {
-        "none".to_string()
-    } else {
-        format!("simulated:{gpus}:h100")
-    };
+    let gpus = gpus.to_string();
     let path = |p: PathBuf| p.display().to_string();
     let args = vec![
         "--controllers".to_string(),
@@ -362,7 +442,7 @@ fn config_text(
     id: u64,
     replicas: &[(u64, String, String)],
     nodes: &[String],
-    gpus_per_node: u32,
+    gpus: &NodeGpus,
     users: &[String],
     dir: &Path,
 ) -> String {
@@ -415,8 +495,8 @@ fn config_text(
         text,
         "\n[[nodes]]\nnames = \"{all}\"\ncpus = {NODE_CPUS}\nmemory = \"{NODE_MEMORY_MB}M\""
     );
-    if gpus_per_node > 0 {
-        let _ = writeln!(text, "gpus = {gpus_per_node}\ngpu_type = \"h100\"");
+    if gpus.count > 0 {
+        let _ = writeln!(text, "gpus = {}\ngpu_type = \"{}\"", gpus.count, gpus.model);
     }
     // Two leaf switches under a spine (one leaf for a single node).
     let half = nodes.len().div_ceil(2);
@@ -622,7 +702,11 @@ mod tests {
                 2,
                 &replicas,
                 &node_names(nodes),
-                8,
+                &NodeGpus {
+                    count: 8,
+                    model: "h100".to_string(),
+                    backend: LocalGpuBackend::Simulated,
+                },
                 &["me".into(), "alice".into()],
                 dir,
             );

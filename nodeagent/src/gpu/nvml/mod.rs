@@ -2,6 +2,7 @@
 //! `libnvidia-ml.so.1` at run time). Inventory at open, samples on demand, and
 //! XID events from a dedicated thread.
 
+mod details;
 mod events;
 mod open;
 mod sample;
@@ -9,13 +10,18 @@ mod sample;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
 use super::error::GpuError;
 use super::fanout::XidFanout;
+
+pub use events::WAIT_TIMEOUT_MS;
+pub use sample::{READINGS, ReadingCost};
 
 /// The GPUs of this node, through NVML.
 ///
@@ -35,8 +41,14 @@ struct Shared {
     fanout: XidFanout,
     /// Per GPU index, the draining XID it raised.
     drained: Mutex<BTreeMap<u32, String>>,
-    /// Set when the backend is dropped; the event thread then ends.
+    /// Per GPU index, the readings it does not support (asked no more).
+    unsupported: Mutex<BTreeMap<u32, sample::Unsupported>>,
+    /// What the event thread registered and how its waits went.
+    watch: Mutex<XidWatch>,
+    /// Set when the backend is closed or dropped; the event thread then ends.
     stop: AtomicBool,
+    /// Set by the event thread as it returns.
+    event_thread_ended: AtomicBool,
 }
 
 impl Shared {
@@ -47,6 +59,45 @@ impl Shared {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Samples GPU `index`, skipping the readings it does not support.
+    fn sample(&self, index: u32) -> (GpuSample, Vec<ReadingCost>) {
+        let drained = self.drained().get(&index).cloned();
+        let lock = || {
+            self.unsupported
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        };
+        let mut unsupported = lock().get(&index).cloned().unwrap_or_default();
+        let taken =
+            sample::sample_gpu_timed(&self.nvml, index, drained.as_deref(), &mut unsupported);
+        lock().entry(index).or_default().extend(unsupported);
+        taken
+    }
+
+    /// Changes the XID watch's record.
+    fn update_watch(&self, change: impl FnOnce(&mut XidWatch)) {
+        change(
+            &mut self
+                .watch
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+    }
+
+    fn watch(&self) -> XidWatch {
+        self.watch
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// Every GPU's index, type, UUID and name, read through NVML without starting
+/// an XID watch (what `corral local up --gpu-backend nvml` configures the node
+/// with). Fails as [`NvmlGpus::open`] does.
+pub fn nvml_inventory() -> Result<Vec<GpuInfo>, GpuError> {
+    open::inventory(&open::init()?)
 }
 
 impl NvmlGpus {
@@ -58,14 +109,52 @@ impl NvmlGpus {
     pub fn open() -> Result<Self, GpuError> {
         let nvml = open::init()?;
         let infos = open::inventory(&nvml)?;
+        for info in &infos {
+            if let Ok(mode) = nvml
+                .device_by_index(info.index)
+                .and_then(|device| device.mig_mode())
+                && mode.current != 0
+            {
+                tracing::warn!(
+                    gpu = info.index,
+                    "this GPU is in MIG mode: corral schedules it as one whole GPU, and a job \
+                     given it sees every MIG instance on it"
+                );
+            }
+        }
         let shared = Arc::new(Shared {
             nvml,
             fanout: XidFanout::new(),
             drained: Mutex::new(BTreeMap::new()),
+            unsupported: Mutex::new(BTreeMap::new()),
+            watch: Mutex::new(XidWatch::empty(XidWatchState::Starting)),
             stop: AtomicBool::new(false),
+            event_thread_ended: AtomicBool::new(false),
         });
         events::spawn(Arc::clone(&shared), infos.clone())?;
         Ok(Self { infos, shared })
+    }
+
+    /// One GPU's sample, with what each NVML reading cost; `None` for an index
+    /// this node does not have.
+    pub fn sample_timed(&self, index: u32) -> Option<(GpuSample, Vec<ReadingCost>)> {
+        self.infos.iter().find(|info| info.index == index)?;
+        Some(self.shared.sample(index))
+    }
+
+    /// Stops the XID watch and waits up to `patience` for its thread to end
+    /// (it checks every [`WAIT_TIMEOUT_MS`]). Dropping the backend stops it
+    /// too, without waiting.
+    pub fn close(self, patience: Duration) -> Result<(), GpuError> {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + patience;
+        while !self.shared.event_thread_ended.load(Ordering::SeqCst) {
+            if Instant::now() >= deadline {
+                return Err(GpuError::EventThreadStuck { waited: patience });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
     }
 }
 
@@ -86,17 +175,14 @@ impl GpuBackend for NvmlGpus {
     }
 
     fn sample(&self) -> Vec<GpuSample> {
-        let drained = self.shared.drained().clone();
         self.infos
             .iter()
-            .map(|info| {
-                sample::sample_gpu(
-                    &self.shared.nvml,
-                    info.index,
-                    drained.get(&info.index).map(String::as_str),
-                )
-            })
+            .map(|info| self.shared.sample(info.index).0)
             .collect()
+    }
+
+    fn details(&self) -> NodeGpuDetails {
+        details::read(&self.shared.nvml, &self.infos, self.shared.watch())
     }
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {

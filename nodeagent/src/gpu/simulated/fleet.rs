@@ -161,6 +161,8 @@ impl Fleet {
                     memory_used_mb: Some(0),
                     ecc_uncorrected_volatile: Some(0),
                     retired_pages_pending: Some(false),
+                    row_remap_pending: Some(false),
+                    row_remap_failed: Some(false),
                     healthy: problem.is_none(),
                     problem,
                 }

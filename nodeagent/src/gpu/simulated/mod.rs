@@ -16,6 +16,7 @@ pub use fleet::SIMULATED_THERMAL_LIMIT_C;
 use fleet::{FNV_OFFSET, Fleet, fnv1a};
 
 use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
 use super::error::GpuError;
 use super::fanout::XidFanout;
 use super::fault_command::FaultCommand;
@@ -116,6 +117,14 @@ impl GpuBackend for SimulatedGpus {
 
     fn sample(&self) -> Vec<GpuSample> {
         self.state.fleet().sample()
+    }
+
+    fn details(&self) -> NodeGpuDetails {
+        NodeGpuDetails::from_inventory(
+            "simulated",
+            self.infos.clone(),
+            XidWatch::empty(XidWatchState::Simulated),
+        )
     }
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
