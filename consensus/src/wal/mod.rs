@@ -18,6 +18,10 @@
 //! a suffix (later segments first, durably, then the cut; a crash halfway leaves
 //! a shorter log, never a hole); purging drops a prefix and deletes the
 //! segments wholly inside it. What opening repairs and refuses is in [`open`].
+//! Every record carries the newest segment's durable mark at the time it was
+//! written (how far the last completed sync reached), so that opening can
+//! tell a group of unsynced writes the disk persisted out of order from
+//! damage to what was acknowledged.
 //! A sync that fails leaves the log refusing every further write: after a
 //! failed `fdatasync` the kernel may have dropped the data and will not say so
 //! twice.
@@ -99,6 +103,14 @@ struct Segment {
     path: PathBuf,
     /// Bytes written (the next record goes here).
     len: u64,
+    /// Its format: records are appended only to a segment of [`segment::VERSION`].
+    version: u32,
+    /// Bytes known durable: a completed sync reached them, and no truncation
+    /// has changed them since.
+    durable: u64,
+    /// The lowest length a truncation cut this segment to since the sync in
+    /// flight took its lengths: that sync makes no byte beyond it durable.
+    cut_since_sync: Option<u64>,
 }
 
 /// Where an entry lies.
@@ -116,6 +128,8 @@ struct Location {
 struct Unsynced {
     files: Vec<(Arc<File>, PathBuf)>,
     directory: bool,
+    /// Each segment's length (by its first index) when the sync took this set.
+    lengths: Vec<(u64, u64)>,
 }
 
 impl Unsynced {
@@ -283,6 +297,19 @@ impl Wal {
                     "append of entry {index} would leave a hole: the next index is {next}"
                 )));
             }
+            let previous = pending
+                .locations
+                .last()
+                .or(inner.entries.back())
+                .map(|l| l.log_id.leader_id);
+            if let Some(previous) = previous
+                && entry.log_id.leader_id < previous
+            {
+                return Err(WalError::Order(format!(
+                    "entry {index} of term {} would follow an entry of term {}: terms never go back",
+                    entry.log_id.leader_id, previous
+                )));
+            }
             let payload = postcard::to_stdvec(&entry).map_err(|e| WalError::Codec {
                 index,
                 reason: e.to_string(),
@@ -291,14 +318,14 @@ impl Wal {
                 self.write_pending(inner, &mut pending)?;
                 self.start_segment(inner, index)?;
             }
-            let (first, len) = inner
+            let (first, len, durable) = inner
                 .segments
                 .last_key_value()
-                .map(|(first, s)| (*first, s.len))
+                .map(|(first, s)| (*first, s.len, s.durable))
                 .ok_or_else(|| WalError::Order("no segment to append to".into()))?;
             let offset = len + pending.bytes.len() as u64;
             let before = pending.bytes.len();
-            segment::encode_record(&payload, &mut pending.bytes);
+            segment::encode_record(&payload, durable, &mut pending.bytes);
             let record = (pending.bytes.len() - before) as u32;
             pending.locations.push(Location {
                 log_id: entry.log_id,
@@ -324,6 +351,10 @@ impl Wal {
         let Some((first, newest)) = inner.segments.last_key_value() else {
             return false;
         };
+        if newest.version != segment::VERSION {
+            // An older format's segment is closed: new records go in a new one.
+            return false;
+        }
         let written = newest.len + pending.bytes.len() as u64;
         if written == segment::HEADER_BYTES {
             return *first == index;
@@ -395,6 +426,9 @@ impl Wal {
             file: Arc::new(file),
             path,
             len: segment::HEADER_BYTES,
+            version: segment::VERSION,
+            durable: 0,
+            cut_since_sync: None,
         };
         inner.unsynced.file(&segment);
         inner.unsynced.directory = true;
@@ -404,7 +438,15 @@ impl Wal {
 
     /// Makes everything written so far durable. Called by the flusher thread.
     pub fn sync(&self) -> Result<(), WalError> {
-        let unsynced = std::mem::take(&mut self.lock_healthy()?.unsynced);
+        let unsynced = {
+            let mut inner = self.lock_healthy()?;
+            let mut unsynced = std::mem::take(&mut inner.unsynced);
+            for (first, segment) in &mut inner.segments {
+                segment.cut_since_sync = None;
+                unsynced.lengths.push((*first, segment.len));
+            }
+            unsynced
+        };
         let result = unsynced
             .files
             .iter()
@@ -418,8 +460,17 @@ impl Wal {
                     Ok(())
                 }
             });
-        if let Err(e) = &result {
-            self.lock()?.failed = Some(e.to_string());
+        let mut inner = self.lock()?;
+        match &result {
+            Err(e) => inner.failed = Some(e.to_string()),
+            Ok(()) => {
+                for (first, length) in unsynced.lengths {
+                    if let Some(segment) = inner.segments.get_mut(&first) {
+                        let reached = length.min(segment.cut_since_sync.unwrap_or(u64::MAX));
+                        segment.durable = segment.durable.max(reached);
+                    }
+                }
+            }
         }
         result
     }
@@ -458,6 +509,12 @@ impl Wal {
                 .set_len(cut.offset)
                 .map_err(io("truncate", &segment.path))?;
             segment.len = cut.offset;
+            segment.durable = segment.durable.min(cut.offset);
+            segment.cut_since_sync = Some(
+                segment
+                    .cut_since_sync
+                    .map_or(cut.offset, |c| c.min(cut.offset)),
+            );
             unsynced.file(segment);
         }
         inner.entries.truncate(position);
@@ -519,6 +576,7 @@ impl Wal {
                         runs.push(Run {
                             file: Arc::clone(&segment.file),
                             path: segment.path.clone(),
+                            version: segment.version,
                             locations: vec![*location],
                         });
                     }
@@ -562,9 +620,10 @@ impl Wal {
                     run.path.display()
                 ),
             };
-            let (payload, _) =
-                segment::decode_record(&bytes[at..]).map_err(|e| damaged(e.to_string()))?;
-            let entry: Entry = postcard::from_bytes(payload).map_err(|e| damaged(e.to_string()))?;
+            let record = segment::decode_record(&bytes[at..], run.version)
+                .map_err(|e| damaged(e.to_string()))?;
+            let entry: Entry =
+                postcard::from_bytes(record.payload).map_err(|e| damaged(e.to_string()))?;
             if entry.log_id != location.log_id {
                 return Err(damaged(format!("it holds entry {}", entry.log_id.index)));
             }
@@ -586,5 +645,6 @@ struct Pending {
 struct Run {
     file: Arc<File>,
     path: PathBuf,
+    version: u32,
     locations: Vec<Location>,
 }

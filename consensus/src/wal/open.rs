@@ -2,13 +2,21 @@
 //! leave behind is repaired, and anything else is refused.
 //!
 //! What a crash can leave, given how the log writes (see [`super`]): a newest
-//! segment whose header never reached the disk; a newest segment that ends in
-//! a record the crash cut short (the last thing in its file, never synced, so
-//! never acknowledged); segments at or below the purge point that were not
-//! deleted yet; a newest segment holding nothing under a name that no longer
-//! fits (it is removed). Damage with intact records after it, damage in an
-//! older segment, a hole, or a gap after the purge point is corruption: the log
-//! refuses to open rather than forget entries it acknowledged.
+//! segment whose header never reached the disk; a newest segment whose last
+//! unsynced writes reached the disk in part and in any order (a torn record,
+//! possibly with intact records of the same unsynced group after it, whose
+//! durable marks show that none of it was ever synced, so never acknowledged:
+//! the segment is cut at the torn record); segments at or below the purge point
+//! that were not deleted yet; a newest segment holding nothing under a name
+//! that no longer fits (it is removed). Damage that a later record's durable
+//! mark says had been synced, damage in an older segment, an entry whose term
+//! is lower than the one before it, a hole, or a gap after the purge point is
+//! corruption: the log refuses to open rather than forget entries it
+//! acknowledged.
+//!
+//! One case cannot be told apart: damage inside the last group written, when
+//! that group was synced and nothing was written after. It is taken for a
+//! torn write, as damage to a last record always was.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -69,24 +77,28 @@ impl Wal {
                 ScanError::Header(reason) => damaged(reason),
             })?;
             if let Some(damage) = &scan.damage {
-                if !is_newest || damage.records_follow {
+                if !is_newest || !damage.torn_write {
                     return Err(damaged(format!(
                         "{} is damaged at byte {} ({}){}",
                         path.display(),
                         scan.end,
                         damage.reason,
-                        if is_newest {
-                            ", and intact records follow"
-                        } else {
+                        if !is_newest {
                             ", and it is not the newest segment"
+                        } else if damage.records_follow > 0 {
+                            ", and intact records written after it had been synced follow"
+                        } else {
+                            ""
                         }
                     )));
                 }
                 tracing::warn!(
-                    "cutting {} bytes off the end of {}: {} (a write interrupted by a crash)",
+                    "cutting {} bytes off the end of {}: {}, with {} intact records of the same \
+                     unsynced writes after it (writes a crash interrupted)",
                     scan.file_len - scan.end,
                     path.display(),
-                    damage.reason
+                    damage.reason,
+                    damage.records_follow
                 );
                 file.set_len(scan.end).map_err(io("truncate", &path))?;
                 file.sync_all().map_err(io("sync", &path))?;
@@ -106,12 +118,21 @@ impl Wal {
                 offset: record.offset,
                 len: record.len,
             }));
+            if is_newest {
+                // What was read back may still sit in the page cache only (a
+                // process crash, not a power cut): records written from now on
+                // may then say it is durable.
+                file.sync_data().map_err(io("sync", &path))?;
+            }
             segments.insert(
                 first,
                 Segment {
                     file: Arc::new(file),
                     path,
                     len: scan.end,
+                    version: scan.version,
+                    durable: scan.end,
+                    cut_since_sync: None,
                 },
             );
         }
@@ -140,6 +161,9 @@ impl Wal {
         }
         if let Some(hole) = first_hole(&inner.entries) {
             return Err(damaged(hole));
+        }
+        if let Some(regress) = first_term_regression(&inner.entries) {
+            return Err(damaged(regress));
         }
         // A newest segment that holds nothing and is not where the log goes on
         // (it was created for entries that never reached the disk).
@@ -218,14 +242,33 @@ fn header_never_written(file: &File, path: &Path) -> Result<bool, WalError> {
     let mut bytes = vec![0u8; length as usize];
     file.read_exact_at(&mut bytes, 0)
         .map_err(io("read", path))?;
-    Ok(segment::check_header(&bytes, path).is_err()
-        && !segment::entry_record_within(&bytes[segment::HEADER_BYTES as usize - 1..], None))
+    let after_header = &bytes[segment::HEADER_BYTES as usize - 1..];
+    let records_after = [segment::VERSION_WITHOUT_MARKS, segment::VERSION]
+        .into_iter()
+        .any(|version| !segment::entry_records_within(after_header, version, None).is_empty());
+    Ok(segment::check_header(&bytes, path).is_err() && !records_after)
 }
 
 /// Removes a file of the log durably.
 fn remove(path: &Path, directory: &File, dir: &Path) -> Result<(), WalError> {
     std::fs::remove_file(path).map_err(io("remove", path))?;
     directory.sync_all().map_err(io("fsync the directory", dir))
+}
+
+/// Describes the first entry whose term is lower than the one before it, if
+/// any: a leader never appends below its own term, and a truncation removes
+/// the suffix it replaces.
+fn first_term_regression(entries: &VecDeque<Location>) -> Option<String> {
+    entries
+        .iter()
+        .zip(entries.iter().skip(1))
+        .find(|(a, b)| b.log_id.leader_id < a.log_id.leader_id)
+        .map(|(a, b)| {
+            format!(
+                "entry {} has term {} after entry {} of term {}",
+                b.log_id.index, b.log_id.leader_id, a.log_id.index, a.log_id.leader_id
+            )
+        })
 }
 
 /// Describes the first index missing between two held entries, if any.

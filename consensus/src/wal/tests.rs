@@ -3,6 +3,7 @@
 //! crash's torn tail or damage elsewhere is handled as documented.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::Path;
 
 use corral_state::{Actor, Command, Role};
@@ -246,26 +247,142 @@ fn a_segment_of_another_format_is_refused_by_name() {
 }
 
 #[test]
-fn a_flipped_bit_with_intact_records_after_it_refuses_to_open() {
+fn a_flipped_bit_in_synced_records_with_later_writes_after_it_refuses_to_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let wal = Wal::open_with_segments_of(dir.path(), None, 1 << 20).expect("opens");
         wal.append((1..=10).map(|i| entry(1, i, 100)))
             .expect("append");
         wal.sync().expect("sync");
+        // Written after the sync: their durable marks vouch for 1..=10.
+        wal.append((11..=12).map(|i| entry(1, i, 100)))
+            .expect("append");
     }
     let only = segment_path(dir.path(), true);
     let mut bytes = std::fs::read(&only).expect("read");
-    // Inside the first record's payload: nine acknowledged records follow.
-    bytes[segment::HEADER_BYTES as usize + 20] ^= 0x01;
+    // Inside the first record's payload: acknowledged, and records follow
+    // whose marks say so.
+    bytes[segment::HEADER_BYTES as usize + 30] ^= 0x01;
     std::fs::write(&only, bytes).expect("write");
     let error = Wal::open_with_segments_of(dir.path(), None, 1 << 20)
         .err()
         .expect("refused");
     assert!(
-        error.to_string().contains("intact records follow"),
+        error
+            .to_string()
+            .contains("intact records written after it had been synced follow"),
         "{error}"
     );
+}
+
+/// The offset of entry `index`'s record in the only segment of `dir`.
+fn record_offset(dir: &Path, index: u64) -> u64 {
+    let only = segment_path(dir, true);
+    let file = File::open(&only).expect("open");
+    let scan = segment::scan(&file, &only).expect("scan");
+    scan.records
+        .iter()
+        .find(|r| r.log_id.index == index)
+        .map(|r| r.offset)
+        .expect("the record")
+}
+
+#[test]
+fn a_record_torn_inside_unsynced_writes_is_cut_with_the_records_written_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let wal = Wal::open_with_segments_of(dir.path(), None, 1 << 20).expect("opens");
+        wal.append((1..=5).map(|i| entry(1, i, 100)))
+            .expect("append");
+        wal.sync().expect("sync");
+        // One group commit's worth of appends, never synced.
+        wal.append((6..=7).map(|i| entry(1, i, 100)))
+            .expect("append");
+        wal.append((8..=9).map(|i| entry(1, i, 100)))
+            .expect("append");
+    }
+    // The crash kept 8 and 9 but tore 7 (the disk wrote the pages out of order).
+    let at = record_offset(dir.path(), 7) as usize + 40;
+    let only = segment_path(dir.path(), true);
+    let mut bytes = std::fs::read(&only).expect("read");
+    bytes[at..at + 32].fill(0);
+    std::fs::write(&only, bytes).expect("write");
+    let wal = Wal::open_with_segments_of(dir.path(), None, 1 << 20).expect("the log opens");
+    assert_eq!(indices(&wal), (1..=6).collect::<Vec<_>>());
+    wal.append([entry(1, 7, 100)])
+        .expect("the log continues where it was cut");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(
+        indices(&Wal::open_with_segments_of(dir.path(), None, 1 << 20).expect("opens")),
+        (1..=7).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_segment_of_format_1_is_read_and_new_entries_go_to_a_new_segment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path(), None));
+    // Entries 1..=3 as format 1 wrote them: length, CRC of length and payload.
+    let mut bytes = segment::header().to_vec();
+    bytes[8..12].copy_from_slice(&segment::VERSION_WITHOUT_MARKS.to_le_bytes());
+    for index in 1..=3 {
+        let payload = postcard::to_stdvec(&entry(1, index, 50)).expect("encodes");
+        let length = (payload.len() as u32).to_le_bytes();
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&length);
+        hasher.update(&payload);
+        bytes.extend_from_slice(&length);
+        bytes.extend_from_slice(&hasher.finalize().to_le_bytes());
+        bytes.extend_from_slice(&payload);
+    }
+    std::fs::write(
+        dir.path().join(DIRECTORY).join(segment::file_name(1)),
+        bytes,
+    )
+    .expect("write");
+    let wal = open(dir.path(), None);
+    assert_eq!(indices(&wal), vec![1, 2, 3]);
+    wal.append([entry(1, 4, 50)]).expect("append");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(
+        segments(dir.path()),
+        vec![segment::file_name(1), segment::file_name(4)]
+    );
+    assert_eq!(indices(&open(dir.path(), None)), vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn terms_never_go_back_on_append_or_on_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open(dir.path(), None);
+    wal.append([entry(2, 1, 10)]).expect("append");
+    let refused = wal.append([entry(1, 2, 10)]).expect_err("refused");
+    assert!(
+        refused.to_string().contains("terms never go back"),
+        "{refused}"
+    );
+    assert_eq!(indices(&wal), vec![1]);
+    drop(wal);
+    // A segment that holds a term going back (written by hand: the log never
+    // writes one) is refused at open.
+    let other = tempfile::tempdir().expect("tempdir");
+    drop(open(other.path(), None));
+    let mut bytes = segment::header().to_vec();
+    for (term, index) in [(2, 1), (1, 2)] {
+        let payload = postcard::to_stdvec(&entry(term, index, 10)).expect("encodes");
+        segment::encode_record(&payload, 0, &mut bytes);
+    }
+    std::fs::write(
+        other.path().join(DIRECTORY).join(segment::file_name(1)),
+        bytes,
+    )
+    .expect("write");
+    let error = Wal::open_with_segments_of(other.path(), None, SMALL_SEGMENTS)
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("has term"), "{error}");
 }
 
 #[test]
@@ -349,6 +466,12 @@ enum Op {
         zeros: bool,
         lose_new: bool,
     },
+    /// Power cut that persisted the unsynced writes out of order: the first
+    /// `lost` of what the newest segment took since its last sync never
+    /// reached the disk (zeros), the rest did. Then open again.
+    CrashOutOfOrder {
+        lost: f64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -360,6 +483,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Sync),
         2 => (0.0f64..1.0, any::<bool>(), any::<bool>())
             .prop_map(|(kept, zeros, lose_new)| Op::Crash { kept, zeros, lose_new }),
+        1 => (0.0f64..1.0).prop_map(|lost| Op::CrashOutOfOrder { lost }),
     ]
 }
 
@@ -393,6 +517,22 @@ fn cut_power(dir: &Path, synced: &Option<(PathBuf, u64)>, kept: f64, zeros: bool
     }
 }
 
+/// What a power cut that persisted writes out of order leaves of the newest
+/// segment (see [`Op::CrashOutOfOrder`]).
+fn cut_power_out_of_order(dir: &Path, synced: &Option<(PathBuf, u64)>, lost: f64) {
+    let Some((path, length)) = newest_segment(dir) else {
+        return;
+    };
+    let durable = match synced {
+        Some((synced_path, synced_len)) if *synced_path == path => *synced_len,
+        _ => segment::HEADER_BYTES,
+    };
+    let hole = ((length - durable) as f64 * lost) as usize;
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[durable as usize..durable as usize + hole].fill(0);
+    std::fs::write(&path, bytes).expect("write");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -414,7 +554,8 @@ proptest! {
         let mut reshaped_since_sync = false;
         for op in ops {
             let sync_point = matches!(op, Op::Sync | Op::Reopen)
-                || matches!(op, Op::Crash { .. }) && reshaped_since_sync;
+                || matches!(op, Op::Crash { .. } | Op::CrashOutOfOrder { .. })
+                    && reshaped_since_sync;
             if sync_point {
                 wal.sync().expect("sync");
                 acknowledged = model.clone();
@@ -453,9 +594,17 @@ proptest! {
                     drop(wal);
                     wal = open(dir.path(), purged);
                 }
-                Op::Crash { kept, zeros, lose_new } => {
+                Op::Crash { .. } | Op::CrashOutOfOrder { .. } => {
                     drop(wal);
-                    cut_power(dir.path(), &synced_newest, kept, zeros, lose_new);
+                    match op {
+                        Op::Crash { kept, zeros, lose_new } => {
+                            cut_power(dir.path(), &synced_newest, kept, zeros, lose_new);
+                        }
+                        Op::CrashOutOfOrder { lost } => {
+                            cut_power_out_of_order(dir.path(), &synced_newest, lost);
+                        }
+                        _ => {}
+                    }
                     wal = open(dir.path(), purged);
                     let survived: BTreeMap<u64, Entry> = wal
                         .read(0, u64::MAX)
