@@ -3,7 +3,8 @@
 //! Three (or five) controller replicas run [`Replica`]: openraft 0.9 over a log
 //! of entries in segment files ([`wal`]) with its metadata in sled
 //! ([`log_store`]), and a state machine that applies `corral_state::Command`s
-//! ([`state_machine`]) with its snapshot in a file ([`snapshot_file`]), opened together by
+//! ([`state_machine`]; a panic in apply becomes the same refusal on every
+//! replica, `apply_total`) with its snapshot in a file ([`snapshot_file`]), opened together by
 //! [`storage`]; peer RPC runs over tonic and mutual TLS ([`network`],
 //! [`peer_service`], [`tls`]), open to controller certificates only. Every fsync
 //! goes through one thread ([`flusher`]), which also gives group commit. The
@@ -15,6 +16,7 @@
 // helpers that build it must return it as is.
 #![allow(clippy::result_large_err)]
 
+mod apply_total;
 pub mod call_stream;
 pub mod codec;
 pub mod durable_dir;

@@ -19,6 +19,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 
+use crate::apply_total::apply_total;
 use crate::snapshot_data::SnapshotData;
 use crate::snapshot_file::{self, Loaded, Meta, SnapshotDir};
 use crate::types::{
@@ -338,7 +339,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     Applied {
                         results: commands
                             .into_iter()
-                            .map(|command| applier.state.apply(command))
+                            .map(|command| {
+                                let state = &mut applier.state;
+                                apply_total(&entry.log_id, || state.apply(command))
+                            })
                             .collect(),
                     }
                 }
