@@ -8,6 +8,12 @@
 //! user. The input file is checked the same way: the helper tests that the user
 //! may read it, and the agent opens it only if its mode lets the user read it.
 //! Without a user switch, the agent opens everything itself.
+//!
+//! No open may block a launch: every file is opened with `O_NONBLOCK` (which
+//! the job's descriptor then loses), so a named pipe with nobody at its other
+//! end fails at once (output) or opens at once (input) instead of holding a
+//! launch thread until someone comes; the helper refuses named pipes before
+//! its shell would open them.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,7 +23,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 use super::launch::command_as;
 use super::user::{RunAs, supplementary_groups};
@@ -107,6 +113,10 @@ if [ -n "$1" ] && [ ! -r "$1" ]; then
 fi
 shift
 for f in "$@"; do
+    if [ -p "$f" ]; then
+        echo "$f: a named pipe, not a plain file" >&2
+        exit 1
+    fi
     : >>"$f" || exit 1
 done"#;
 
@@ -167,10 +177,11 @@ fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> 
     options.append(true);
     let Some(user) = user else {
         options.create(true).mode(OUTPUT_MODE);
-        return options.open(path).map_err(|e| output_error(path, &e));
+        return open_without_blocking(&mut options, OFlag::empty(), path)
+            .map_err(|e| output_error(path, &e));
     };
-    options.custom_flags(OFlag::O_NOFOLLOW.bits());
-    let file = options.open(path).map_err(|e| output_error(path, &e))?;
+    let file = open_without_blocking(&mut options, OFlag::O_NOFOLLOW, path)
+        .map_err(|e| output_error(path, &e))?;
     let meta = file.metadata().map_err(|e| output_error(path, &e))?;
     let unsafe_because = |reason: String| ProcessError::UnsafeOutputFile {
         path: path.to_path_buf(),
@@ -199,10 +210,13 @@ fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
     };
     let mut options = OpenOptions::new();
     options.read(true);
-    if user.is_some() {
-        options.custom_flags(OFlag::O_NOFOLLOW.bits());
-    }
-    let file = options.open(path).map_err(|e| input_error(e.to_string()))?;
+    let flags = if user.is_some() {
+        OFlag::O_NOFOLLOW
+    } else {
+        OFlag::empty()
+    };
+    let file =
+        open_without_blocking(&mut options, flags, path).map_err(|e| input_error(e.to_string()))?;
     let Some(user) = user else {
         return Ok(file);
     };
@@ -223,10 +237,97 @@ fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
     }
 }
 
+/// Opens `path` with `flags` and `O_NONBLOCK`, then clears `O_NONBLOCK`: the
+/// open cannot wait for the other end of a named pipe, and the job still gets
+/// a blocking descriptor.
+fn open_without_blocking(options: &mut OpenOptions, flags: OFlag, path: &Path) -> io::Result<File> {
+    options.custom_flags((flags | OFlag::O_NONBLOCK).bits());
+    let file = options.open(path)?;
+    let status = OFlag::from_bits_truncate(fcntl(&file, FcntlArg::F_GETFL)?);
+    fcntl(&file, FcntlArg::F_SETFL(status - OFlag::O_NONBLOCK))?;
+    Ok(file)
+}
+
 /// An output file error from an I/O error.
 fn output_error(path: &Path, error: &io::Error) -> ProcessError {
+    let reason = if error.raw_os_error() == Some(nix::libc::ENXIO) {
+        "it is a named pipe that no process has open for reading".to_string()
+    } else {
+        error.to_string()
+    };
     ProcessError::OutputFile {
         path: path.to_path_buf(),
-        reason: error.to_string(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use nix::sys::stat::Mode;
+    use nix::unistd::mkfifo;
+
+    use super::*;
+
+    /// Runs `open` on a thread, failing the test if it has not returned within
+    /// a generous bound (a blocked open would never return).
+    fn returns<T: Send + 'static>(open: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(open());
+        });
+        result
+            .recv_timeout(Duration::from_secs(20))
+            .expect("opening a named pipe blocked the launch")
+    }
+
+    fn is_blocking(file: &File) -> bool {
+        let status = fcntl(file, FcntlArg::F_GETFL).expect("F_GETFL");
+        !OFlag::from_bits_truncate(status).contains(OFlag::O_NONBLOCK)
+    }
+
+    #[test]
+    fn a_named_pipe_with_no_reader_fails_an_output_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("out.fifo");
+        mkfifo(&fifo, Mode::from_bits_truncate(0o600)).expect("mkfifo");
+        let path = fifo.clone();
+        let error = returns(move || open_output(&path, None)).expect_err("nobody reads the pipe");
+        assert!(
+            error
+                .to_string()
+                .contains("no process has open for reading"),
+            "{error}"
+        );
+        // With a reader there, the job gets the pipe, as a blocking descriptor.
+        let _reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlag::O_NONBLOCK.bits())
+            .open(&fifo)
+            .expect("reader");
+        let path = fifo.clone();
+        let file = returns(move || open_output(&path, None)).expect("opens");
+        assert!(is_blocking(&file));
+    }
+
+    #[test]
+    fn a_named_pipe_as_input_opens_at_once_and_blocks_only_the_job() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("in.fifo");
+        mkfifo(&fifo, Mode::from_bits_truncate(0o600)).expect("mkfifo");
+        let path = fifo.clone();
+        let file = returns(move || open_input(&path, None)).expect("opens");
+        assert!(is_blocking(&file));
+    }
+
+    #[test]
+    fn plain_output_files_are_created_and_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.out");
+        let file = open_output(&path, None).expect("created");
+        assert!(is_blocking(&file));
+        assert!(path.is_file());
     }
 }
