@@ -6,7 +6,8 @@
 //! through replica processes), `failover` (leader kill to next commit),
 //! `failover-jobs` (what leader kills and stops do to running jobs on a local
 //! cluster), `xid` (XID injection to requeue and restart on a local cluster)
-//! and `nvml` (health sampling cost on this node's real GPUs).
+//! `nvml` (health sampling cost on this node's real GPUs) and `test-only` (a
+//! user looping `--test-only` against others' submit latency).
 
 mod failover_bench;
 mod failover_jobs_bench;
@@ -20,6 +21,7 @@ mod replica_process;
 mod scheduler_bench;
 mod state_bench;
 mod synthetic_cluster;
+mod test_only_bench;
 mod xid_bench;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +58,9 @@ enum Bench {
     /// Time from an XID on a running 2-node job's GPU to its requeue being
     /// committed and to its next attempt running (local cluster of processes).
     Xid(xid_bench::XidArgs),
+    /// Whether one user looping `--test-only` slows others' submissions (local
+    /// cluster of processes, a queue of pending jobs).
+    TestOnly(test_only_bench::TestOnlyArgs),
     /// What health sampling costs per GPU through NVML, on this node's real
     /// GPUs (needs the NVIDIA driver).
     Nvml(nvml_bench::NvmlArgs),
@@ -74,6 +79,7 @@ fn main() -> anyhow::Result<()> {
         Bench::FailoverJobs(args) => failover_jobs_bench::run(&args),
         Bench::Xid(args) => xid_bench::run(&args),
         Bench::Nvml(args) => nvml_bench::run(&args),
+        Bench::TestOnly(args) => test_only_bench::run(&args),
         Bench::Replica(args) => replica_process::run(&args),
     }
 }

@@ -1,7 +1,8 @@
 //! End to end with three `corrald` processes started by `corral local up`, driven
 //! through the `corral` binary: submission through a follower, a submission storm
 //! while the leader is SIGKILLed (every acknowledged job present exactly once),
-//! bad input refused with its error and no change, and authorization.
+//! bad input refused with its error and no change, authorization, and
+//! `--test-only` and explanations (planned on a copy, one per user at a time).
 
 mod support;
 
@@ -282,5 +283,53 @@ fn a_controller_stops_promptly_and_cleanly_while_a_client_waits_on_it() {
     assert!(
         !log.contains("still in use at shutdown"),
         "the replica was not shut down cleanly\n{log}"
+    );
+}
+
+#[test]
+fn test_only_and_explanations_plan_without_changing_anything_even_many_at_once() {
+    let cluster = LocalCluster::start(3, 2);
+    let dir = cluster.dir.path();
+    let good = script(dir, "good.sh", BATCH);
+    let good = good.to_str().unwrap().to_string();
+    let before = cluster.jobs();
+    // Four at once from one user: they take turns, and every one answers.
+    let runs: Vec<std::process::Child> = (0..4)
+        .map(|_| {
+            let certs = dir.join("certs");
+            client(
+                &cluster.addresses.join(","),
+                &certs.join("ca.pem"),
+                &certs,
+                "user-alice",
+            )
+            .args(["submit", "--test-only", &good])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // No agent runs here, so every node is down.
+        assert!(stdout.contains("would not start now"), "{stdout}");
+    }
+    assert_eq!(cluster.jobs(), before, "--test-only submitted a job");
+    let id = cluster.ok("user-alice", &["submit", "--parsable", &good]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-alice", &["--json", "show", "job", id.trim()]))
+            .unwrap();
+    let explanation = shown["explanation"].as_str().unwrap_or_default();
+    assert!(
+        !explanation.is_empty(),
+        "a pending job is explained: {shown}"
     );
 }

@@ -96,6 +96,7 @@ impl Controller {
             stopping: stop_loop.subscribe(),
             agents: agents.clone(),
             clock_offsets,
+            planning: Arc::default(),
         });
         let incoming = TcpIncoming::bind(api_listen)
             .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?

@@ -183,15 +183,28 @@ pub fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobsReply,
         .map_err(status::read)?
 }
 
-/// `ExplainJob`: why it waits, in sentences.
-pub fn explain(ctx: &ApiContext, request: GetJobRequest) -> Result<ExplainJobReply, Status> {
+/// `ExplainJob`: why it waits, in sentences. One at a time per user, off the
+/// async workers (see [`super::planning_limits`]).
+pub async fn explain(
+    ctx: &ApiContext,
+    user: &str,
+    request: GetJobRequest,
+) -> Result<ExplainJobReply, Status> {
     let id = JobId(request.job_id);
+    let _permit = ctx.planning.admit(user).await;
     let now = clock::now();
-    let explanation = ctx
-        .replica
-        .read_local(|state| corral_scheduler::explain(state, id, now))
-        .map_err(status::read)?
-        .map_err(|_| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
+    let replica = std::sync::Arc::clone(&ctx.replica);
+    let explanation = tokio::task::spawn_blocking(move || {
+        replica.read_local(|state| corral_scheduler::explain(state, id, now))
+    })
+    .await
+    .map_err(|e| {
+        Status::internal(format!(
+            "explaining the job failed: {e}; please report this"
+        ))
+    })?
+    .map_err(status::read)?
+    .map_err(|_| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
     Ok(ExplainJobReply {
         explanation: explanation.lines.join("\n"),
     })

@@ -10,6 +10,7 @@ mod cluster;
 mod job_target;
 mod jobs;
 mod nodes;
+pub mod planning_limits;
 mod signal;
 mod signal_targets;
 pub mod status;
@@ -54,6 +55,8 @@ pub struct ApiContext {
     pub agents: AgentSessions,
     /// The followers' clocks, as this replica sees them when it leads.
     pub clock_offsets: crate::clock_skew::ClockOffsets,
+    /// Who may run the scheduler on their behalf now (`--test-only`, explain).
+    pub planning: Arc<planning_limits::PlanningLimits>,
 }
 
 impl ApiContext {
@@ -177,8 +180,10 @@ impl Corral for ApiService {
         &self,
         request: Request<GetJobRequest>,
     ) -> Result<Response<ExplainJobReply>, Status> {
-        Caller::of(&request)?;
-        jobs::explain(&self.ctx, request.into_inner()).map(Response::new)
+        let caller = Caller::of(&request)?;
+        jobs::explain(&self.ctx, &caller.identity.name, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_nodes(

@@ -1,6 +1,8 @@
 //! `SubmitJob`: sbatch options and `#SBATCH` lines become a `Submit` command here,
 //! on the controller, so every client gets the same parsing and the same errors.
-//! `--test-only` applies the submission to a copy of the state and runs a pass.
+//! `--test-only` applies the submission to a copy of the state and runs a pass,
+//! one at a time per user and off the async workers (the state's lock is held
+//! only to copy it), so that a user looping it does not slow others' submits.
 
 use corral_proto::api::{SubmitJobReply, SubmitJobRequest};
 use corral_state::ClusterState;
@@ -25,6 +27,7 @@ pub async fn submit(
     let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
     let test_only = request.test_only;
     let (spec, batch) = job_request(&actor, request)?;
+    let actor_user = actor.user.clone();
     let now = clock::now();
     let command = Command::Submit {
         spec,
@@ -34,10 +37,18 @@ pub async fn submit(
         at: now,
     };
     if test_only {
-        let report = ctx
-            .replica
-            .read_local(|state| test_only_report(state, command, now))
-            .map_err(status::read)??;
+        let _permit = ctx.planning.admit(&actor_user).await;
+        let replica = std::sync::Arc::clone(&ctx.replica);
+        let report = tokio::task::spawn_blocking(move || {
+            let copy = replica
+                .read_local(ClusterState::clone)
+                .map_err(status::read)?;
+            test_only_report(copy, command, now)
+        })
+        .await
+        .map_err(|e| {
+            Status::internal(format!("planning the test failed: {e}; please report this"))
+        })??;
         return Ok(SubmitJobReply {
             first_job_id: 0,
             count: 0,
@@ -114,11 +125,10 @@ fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, Bat
 /// Where and when the job would start: apply the submission to a copy of the
 /// state and run one scheduling pass.
 fn test_only_report(
-    state: &ClusterState,
+    mut copy: ClusterState,
     command: Command,
     now: Timestamp,
 ) -> Result<String, Status> {
-    let mut copy = state.clone();
     let first = match copy.apply(command).map_err(status::rejection)? {
         Outcome::Submitted { first, .. } => first,
         _ => JobId(copy.next_job_id().0.saturating_sub(1)),
