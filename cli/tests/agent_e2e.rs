@@ -2,7 +2,8 @@
 //! simulated GPUs (`corral local up`). A 2-node gang sees Slurm's environment; an
 //! XID on one of its GPUs kills it, drains the GPU and requeues it, and it resumes
 //! from its last checkpoint; a SIGKILLed agent's jobs are requeued after the
-//! down-timeout; an agent cut off from every controller kills its job itself.
+//! down-timeout; a stopped (hung) agent's watchdog kills its job when the lease
+//! runs out; an agent cut off from every controller kills its job itself.
 
 #![allow(clippy::unwrap_used)]
 
@@ -248,6 +249,57 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
             .contains("Down"),
         "{}",
         nodes["nodes"][0]
+    );
+}
+
+#[test]
+fn a_hung_agents_watchdog_kills_its_job_before_the_leader_runs_it_again() {
+    let cluster = LocalCluster::start_with_agents(3, 4);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "hung.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=hung-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/hung.pid\"\nsleep 600\n",
+    );
+    let (id, node) = submit_and_start(&cluster, &path);
+    let pid_file = dir.join("hung.pid");
+    let read_pid =
+        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    wait_until(Duration::from_secs(60), "the job writes its pid", || {
+        read_pid().is_some()
+    });
+    let job_pid = read_pid().unwrap();
+    // The agent is there but does nothing (a VM stall, a deadlock): its pipe
+    // to the watchdog stays open, so only the lease can tell.
+    let agent = pid_of(dir, &format!("agent-{node}"));
+    signal(agent, "-STOP");
+    let rerun = wait_job(
+        &cluster,
+        &id,
+        Duration::from_secs(90),
+        "requeue and restart elsewhere",
+        |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
+    );
+    // Attempt 1 died with the lease, before the leader ran attempt 2.
+    let first_alive = alive(job_pid);
+    signal(agent, "-CONT");
+    assert!(
+        !first_alive,
+        "attempt 1 still runs beside attempt 2 while its agent is stopped"
+    );
+    assert_ne!(
+        rerun["attempts"][1]["allocation"][0]["node"]
+            .as_str()
+            .unwrap(),
+        node,
+        "the job restarted on the hung node"
+    );
+    assert!(
+        !cluster
+            .agent_log_lines("has not renewed its lease")
+            .is_empty(),
+        "the watchdog did not say why it killed the job:\n{}",
+        logs(dir)
     );
 }
 

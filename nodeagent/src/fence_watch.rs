@@ -7,12 +7,16 @@
 //! `CORRAL_AGENT_ID`). So a node whose agent died and never returns runs
 //! nothing beyond the lease, exactly as a partitioned agent fences itself,
 //! before the leader declares the node down and runs the jobs elsewhere. An
-//! agent that comes back kills its predecessors' processes itself, at once
-//! ([`crate::recovery`]).
+//! agent that is still there but renews nothing (stopped, deadlocked, stuck in
+//! the kernel) is fenced the same way: its jobs are killed [`HUNG_GRACE`]
+//! after the lease it last renewed ran out. An agent that comes back kills its
+//! predecessors' processes itself, at once ([`crate::recovery`]).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -28,6 +32,15 @@ pub const SUBCOMMAND: &str = "fence-watch";
 
 /// How long the watchdog goes on killing what is left of the agent's jobs.
 const KILL_PATIENCE: Duration = Duration::from_secs(60);
+
+/// How long past its lease end an agent that is still there but renews
+/// nothing is given before the watchdog kills its jobs itself: a live agent
+/// fences at the lease end, and the leader requeues the jobs at lease end plus
+/// its down margin (5 s), by when they must be dead.
+pub const HUNG_GRACE: Duration = Duration::from_secs(1);
+
+/// How often the watchdog looks at the lease.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Now on the system-wide monotonic clock, ns (shared by the agent and the
 /// watchdog: it does not jump with the wall clock).
@@ -79,32 +92,75 @@ pub fn start(agent_id: &str, lease: &Lease) -> std::io::Result<()> {
 }
 
 /// The watchdog process: follows the lease ends the agent writes on standard
-/// input; once it closes, waits for the last one and kills `agent_id`'s
-/// processes.
+/// input, and kills `agent_id`'s processes when the lease runs out without a
+/// renewal: once the pipe closes (the agent is gone), at the last lease end;
+/// while it is open (the agent lives but is hung: stopped, deadlocked,
+/// swapping), [`HUNG_GRACE`] after it, and then again after every renewal
+/// that lapses the same way.
 pub fn run(agent_id: &str) -> ExitCode {
-    let mut last = 0u64;
-    let mut frame = [0u8; 8];
-    let mut stdin = std::io::stdin().lock();
-    while stdin.read_exact(&mut frame).is_ok() {
-        last = u64::from_le_bytes(frame);
+    let feed = Arc::new(Feed::default());
+    let reader = {
+        let feed = Arc::clone(&feed);
+        std::thread::spawn(move || {
+            let mut frame = [0u8; 8];
+            let mut stdin = std::io::stdin().lock();
+            while stdin.read_exact(&mut frame).is_ok() {
+                feed.last.store(u64::from_le_bytes(frame), Ordering::SeqCst);
+            }
+            feed.closed.store(true, Ordering::SeqCst);
+        })
+    };
+    // The lease end this watchdog already fenced for, so one lapse kills once.
+    let mut fenced_for = 0u64;
+    loop {
+        if feed.closed.load(Ordering::SeqCst) {
+            break;
+        }
+        let last = feed.last.load(Ordering::SeqCst);
+        let hung_since = u64::try_from(HUNG_GRACE.as_nanos()).unwrap_or(u64::MAX);
+        if last != 0 && last != fenced_for && monotonic_ns() > last.saturating_add(hung_since) {
+            fenced_for = last;
+            eprintln!(
+                "corral-agent fence-watch: agent {agent_id} runs but has not renewed its lease, \
+                 which ran out {} ms ago (hung?): killing the processes of its jobs",
+                (monotonic_ns() - last) / 1_000_000
+            );
+            kill_all(agent_id);
+        }
+        std::thread::sleep(LOOK_EVERY);
     }
+    let _ = reader.join();
+    let last = feed.last.load(Ordering::SeqCst);
     let now = monotonic_ns();
     if last > now {
         std::thread::sleep(Duration::from_nanos(last - now));
     }
+    if agent_processes(agent_id).is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "corral-agent fence-watch: agent {agent_id} is gone and its lease ran out: killing the processes of its jobs"
+    );
+    kill_all(agent_id)
+}
+
+/// What the reader thread has seen of the agent's pipe.
+#[derive(Default)]
+struct Feed {
+    /// The last lease end written (monotonic ns; 0: no lease held).
+    last: AtomicU64,
+    /// The pipe closed: the agent is gone.
+    closed: AtomicBool,
+}
+
+/// SIGKILLs `agent_id`'s processes until none is left, for up to
+/// [`KILL_PATIENCE`].
+fn kill_all(agent_id: &str) -> ExitCode {
     let deadline = std::time::Instant::now() + KILL_PATIENCE;
-    let mut announced = false;
     loop {
         let left = agent_processes(agent_id);
         if left.is_empty() {
             return ExitCode::SUCCESS;
-        }
-        if !announced {
-            announced = true;
-            eprintln!(
-                "corral-agent fence-watch: agent {agent_id} is gone and its lease ran out: killing the {} processes of its jobs",
-                left.len()
-            );
         }
         if std::time::Instant::now() > deadline {
             eprintln!(
