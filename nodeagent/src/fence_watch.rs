@@ -153,12 +153,17 @@ struct Feed {
     closed: AtomicBool,
 }
 
-/// SIGKILLs `agent_id`'s processes until none is left, for up to
-/// [`KILL_PATIENCE`].
+/// SIGKILLs `agent_id`'s processes of now until none is left, for up to
+/// [`KILL_PATIENCE`]. Only those: an agent that recovers meanwhile may start
+/// new jobs under a new lease.
 fn kill_all(agent_id: &str) -> ExitCode {
     let deadline = std::time::Instant::now() + KILL_PATIENCE;
+    let targets: Vec<i32> = agent_processes(agent_id).iter().map(|p| p.pid).collect();
     loop {
-        let left = agent_processes(agent_id);
+        let left: Vec<_> = agent_processes(agent_id)
+            .into_iter()
+            .filter(|process| targets.contains(&process.pid))
+            .collect();
         if left.is_empty() {
             return ExitCode::SUCCESS;
         }

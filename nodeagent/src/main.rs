@@ -175,6 +175,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let journal = Arc::new(journal);
     // Before any hello: what earlier agents of this node left behind.
     let recovered = recovery::recover(&agent_id, &journal, records, unkillable_timeout).await;
+    let lease = Lease::default();
     let supervisor = Supervisor::new(
         SupervisorSettings {
             node: node.clone(),
@@ -184,6 +185,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             step_socket: Some(step_socket.clone()),
             agent_id: agent_id.clone(),
             unkillable_timeout,
+            lease: Some(lease.clone()),
         },
         outbox.clone(),
         Arc::clone(&journal),
@@ -235,7 +237,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
         reattach_jitter: Duration::from_millis(args.reattach_jitter_ms),
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
-    let lease = Lease::default();
     // If this agent dies, its jobs end when its lease does.
     if let Err(e) = fence_watch::start(&agent_id, &lease) {
         tracing::error!(

@@ -48,6 +48,7 @@ fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
                 dir.file_name().unwrap_or_default().to_string_lossy()
             ),
             unkillable_timeout: Duration::from_secs(10),
+            lease: None,
         },
         outbox.clone(),
         Arc::new(journal),

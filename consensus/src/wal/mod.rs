@@ -128,8 +128,10 @@ struct Location {
 struct Unsynced {
     files: Vec<(Arc<File>, PathBuf)>,
     directory: bool,
-    /// Each segment's length (by its first index) when the sync took this set.
-    lengths: Vec<(u64, u64)>,
+    /// Each segment's file and length when the sync took this set (the file,
+    /// not the name: a segment removed and created again under the same name
+    /// meanwhile was not synced).
+    lengths: Vec<(u64, Arc<File>, u64)>,
 }
 
 impl Unsynced {
@@ -443,7 +445,9 @@ impl Wal {
             let mut unsynced = std::mem::take(&mut inner.unsynced);
             for (first, segment) in &mut inner.segments {
                 segment.cut_since_sync = None;
-                unsynced.lengths.push((*first, segment.len));
+                unsynced
+                    .lengths
+                    .push((*first, Arc::clone(&segment.file), segment.len));
             }
             unsynced
         };
@@ -464,8 +468,12 @@ impl Wal {
         match &result {
             Err(e) => inner.failed = Some(e.to_string()),
             Ok(()) => {
-                for (first, length) in unsynced.lengths {
-                    if let Some(segment) = inner.segments.get_mut(&first) {
+                for (first, file, length) in unsynced.lengths {
+                    if let Some(segment) = inner
+                        .segments
+                        .get_mut(&first)
+                        .filter(|segment| Arc::ptr_eq(&segment.file, &file))
+                    {
                         let reached = length.min(segment.cut_since_sync.unwrap_or(u64::MAX));
                         segment.durable = segment.durable.max(reached);
                     }

@@ -242,11 +242,14 @@ fn header_never_written(file: &File, path: &Path) -> Result<bool, WalError> {
     let mut bytes = vec![0u8; length as usize];
     file.read_exact_at(&mut bytes, 0)
         .map_err(io("read", path))?;
+    if segment::check_header(&bytes, path).is_ok() {
+        return Ok(false);
+    }
     let after_header = &bytes[segment::HEADER_BYTES as usize - 1..];
     let records_after = [segment::VERSION_WITHOUT_MARKS, segment::VERSION]
         .into_iter()
         .any(|version| !segment::entry_records_within(after_header, version, None).is_empty());
-    Ok(segment::check_header(&bytes, path).is_err() && !records_after)
+    Ok(!records_after)
 }
 
 /// Removes a file of the log durably.

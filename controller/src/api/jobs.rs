@@ -191,11 +191,16 @@ pub async fn explain(
     request: GetJobRequest,
 ) -> Result<ExplainJobReply, Status> {
     let id = JobId(request.job_id);
-    let _permit = ctx.planning.admit(user).await;
+    let permit = ctx.planning.admit(user).await;
     let now = clock::now();
     let replica = std::sync::Arc::clone(&ctx.replica);
+    // Planned on a copy, so the state's lock is held only to take it; the
+    // permit goes with the planning (a caller that gives up frees nothing).
     let explanation = tokio::task::spawn_blocking(move || {
-        replica.read_local(|state| corral_scheduler::explain(state, id, now))
+        let _permit = permit;
+        replica
+            .read_local(corral_state::ClusterState::clone)
+            .map(|copy| corral_scheduler::explain(&copy, id, now))
     })
     .await
     .map_err(|e| {

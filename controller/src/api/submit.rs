@@ -27,7 +27,12 @@ pub async fn submit(
     let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
     let test_only = request.test_only;
     let (spec, batch) = job_request(&actor, request)?;
-    let actor_user = actor.user.clone();
+    // A test waits its turn before it reads the clock, so it plans for now.
+    let permit = if test_only {
+        Some(ctx.planning.admit(&actor.user).await)
+    } else {
+        None
+    };
     let now = clock::now();
     let command = Command::Submit {
         spec,
@@ -36,10 +41,12 @@ pub async fn submit(
         key,
         at: now,
     };
-    if test_only {
-        let _permit = ctx.planning.admit(&actor_user).await;
+    if let Some(permit) = permit {
         let replica = std::sync::Arc::clone(&ctx.replica);
+        // The permit goes with the planning: a caller that gives up does not
+        // free its planner while the plan still runs.
         let report = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let copy = replica
                 .read_local(ClusterState::clone)
                 .map_err(status::read)?;

@@ -204,6 +204,14 @@ impl Attempt {
         self.begin_ending(Why::Exited, now)
     }
 
+    /// The batch script was SIGKILLed while the lease was lapsed: fenced, not
+    /// failed (the watchdog of a hung agent can get there before the agent's
+    /// own fence does), so the attempt ends as lost.
+    pub fn batch_fenced(&mut self, status: ExitStatus, now: Instant) -> Begun {
+        self.batch_status = Some(status);
+        self.begin_ending(Why::Fenced, now)
+    }
+
     /// Whether everything of it is gone, given which of its groups still have
     /// live processes and whether escaped ones remain.
     pub fn gone(&self, live_groups: bool, escaped: bool) -> bool {
@@ -366,5 +374,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_script_sigkilled_under_a_lapsed_lease_is_lost_not_failed() {
+        // A hung agent's watchdog killed it before the agent's own fence ran:
+        // the exit is the first thing the agent sees.
+        let now = Instant::now();
+        let mut a = Attempt::launching(launch(), true, vec![0], 1000);
+        a.launched(Some(42));
+        let killed = ExitStatus {
+            code: 0,
+            signal: Some(corral_state::slurm::signal::Signal::KILL),
+        };
+        assert_eq!(a.batch_fenced(killed, now), Begun::Now);
+        assert!(
+            matches!(a.end_report(KEY), Some(AgentReport::Lost { .. })),
+            "{:?}",
+            a.end_report(KEY)
+        );
     }
 }

@@ -172,10 +172,19 @@ impl Supervisor {
                     }
                 }
             };
-            let begun = this
-                .table()
-                .get_mut(&key)
-                .map(|attempt| attempt.batch_exited(status, Instant::now()));
+            let fenced = status.signal == Some(Signal::KILL)
+                && this
+                    .settings
+                    .lease
+                    .as_ref()
+                    .is_some_and(|lease| lease.lapsed());
+            let begun = this.table().get_mut(&key).map(|attempt| {
+                if fenced {
+                    attempt.batch_fenced(status, Instant::now())
+                } else {
+                    attempt.batch_exited(status, Instant::now())
+                }
+            });
             // Also when something else ended it first: its teardown waits for
             // this status, and looks again only after a pause that grows; a
             // second look now finishes it at once (only one look can finish).

@@ -60,6 +60,10 @@ pub struct SupervisorSettings {
     /// How long processes may survive SIGKILL before the attempt is given up
     /// on and the node drained (Slurm's UnkillableStepTimeout).
     pub unkillable_timeout: Duration,
+    /// The lease this node's jobs run under. A batch script SIGKILLed while it
+    /// is lapsed was fenced (by this agent, or by its watchdog while the agent
+    /// hung), so its attempt is reported lost and requeued, not failed.
+    pub lease: Option<crate::lease::Lease>,
 }
 
 /// The attempts of this node.

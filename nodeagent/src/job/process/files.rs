@@ -11,15 +11,16 @@
 //!
 //! No open may block a launch: every file is opened with `O_NONBLOCK` (which
 //! the job's descriptor then loses), so a named pipe with nobody at its other
-//! end fails at once (output) or opens at once (input) instead of holding a
-//! launch thread until someone comes; the helper refuses named pipes before
-//! its shell would open them.
+//! end fails at once instead of holding a launch thread until someone comes
+//! (an output pipe someone reads is fine; an input pipe is refused, since it
+//! would read as empty); the helper refuses named pipes before its shell would
+//! open them.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -217,6 +218,19 @@ fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
     };
     let file =
         open_without_blocking(&mut options, flags, path).map_err(|e| input_error(e.to_string()))?;
+    // Opened without waiting for a writer, a named pipe would read as empty:
+    // the job would silently get no input.
+    let is_fifo = file
+        .metadata()
+        .map_err(|e| input_error(e.to_string()))?
+        .file_type()
+        .is_fifo();
+    if is_fifo {
+        return Err(input_error(
+            "it is a named pipe, which corral does not wait on; give --input a regular file"
+                .to_string(),
+        ));
+    }
     let Some(user) = user else {
         return Ok(file);
     };
@@ -313,13 +327,13 @@ mod tests {
     }
 
     #[test]
-    fn a_named_pipe_as_input_opens_at_once_and_blocks_only_the_job() {
+    fn a_named_pipe_as_input_is_refused_at_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fifo = dir.path().join("in.fifo");
         mkfifo(&fifo, Mode::from_bits_truncate(0o600)).expect("mkfifo");
         let path = fifo.clone();
-        let file = returns(move || open_input(&path, None)).expect("opens");
-        assert!(is_blocking(&file));
+        let error = returns(move || open_input(&path, None)).expect_err("refused");
+        assert!(error.to_string().contains("named pipe"), "{error}");
     }
 
     #[test]
