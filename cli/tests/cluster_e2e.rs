@@ -2,7 +2,8 @@
 //! through the `corral` binary: submission through a follower, a submission storm
 //! while the leader is SIGKILLed (every acknowledged job present exactly once),
 //! bad input refused with its error and no change, authorization, and
-//! `--test-only` and explanations (planned on a copy, one per user at a time).
+//! `--test-only` and explanations (planned on a copy, one per user at a time),
+//! and a queue larger than one reply (listed page by page).
 
 mod support;
 
@@ -332,4 +333,29 @@ fn test_only_and_explanations_plan_without_changing_anything_even_many_at_once()
         !explanation.is_empty(),
         "a pending job is explained: {shown}"
     );
+}
+
+#[test]
+fn a_queue_larger_than_one_reply_is_listed_whole_page_by_page() {
+    let cluster = LocalCluster::start(3, 2);
+    let dir = cluster.dir.path();
+    // 2,000 pending jobs: about 8 MB of records, twice a reply's limit.
+    let array = script(
+        dir,
+        "array.sh",
+        "#!/bin/bash\n#SBATCH --array=0-999\n#SBATCH --gpus-per-node=1\ntrue\n",
+    );
+    for _ in 0..2 {
+        cluster.ok("user-alice", &["submit", array.to_str().unwrap()]);
+    }
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_str(&cluster.ok("user-alice", &["--json", "queue"])).unwrap();
+    let ids: std::collections::BTreeSet<u64> =
+        listed.iter().map(|j| j["id"].as_u64().unwrap()).collect();
+    assert_eq!(listed.len(), 2000, "every job, once");
+    assert_eq!(ids.len(), 2000, "no job twice");
+    assert_eq!(ids.first(), Some(&1));
+    assert_eq!(ids.last(), Some(&2000));
+    let table = cluster.ok("user-alice", &["queue"]);
+    assert_eq!(table.lines().count(), 2001, "a header and a line per job");
 }

@@ -255,26 +255,15 @@ async fn list(client: &Cluster, ids: &[u64]) -> anyhow::Result<Vec<Job>> {
         all: true,
         ..ListJobsRequest::default()
     };
-    let reply = client
-        .call(Retry::Idempotent, |mut c| {
-            let request = request.clone();
-            async move { c.list_jobs(request).await }
-        })
-        .await?;
-    super::queue::decode_jobs(&reply.jobs_json)
+    Ok(super::queue::list_jobs(client, request).await?.0)
 }
 
 async fn show_queue(client: &Cluster) -> anyhow::Result<()> {
-    let reply = client
-        .call(Retry::Idempotent, |mut c| async move {
-            c.list_jobs(ListJobsRequest::default()).await
-        })
-        .await?;
-    let jobs = super::queue::decode_jobs(&reply.jobs_json)?;
+    let (jobs, as_of_ms) = super::queue::list_jobs(client, ListJobsRequest::default()).await?;
     println!();
     print!(
         "{}",
-        queue_table(&jobs, Timestamp(reply.as_of_ms), &QueueOptions::default())
+        queue_table(&jobs, Timestamp(as_of_ms), &QueueOptions::default())
     );
     Ok(())
 }

@@ -29,14 +29,9 @@ pub async fn run(cluster: &Cluster, args: &QueueArgs, json: bool) -> anyhow::Res
         states: args.states.clone(),
         job_ids: args.jobs.clone(),
         all: args.all,
+        ..ListJobsRequest::default()
     };
-    let reply = cluster
-        .call(Retry::Idempotent, |mut c| {
-            let request = request.clone();
-            async move { c.list_jobs(request).await }
-        })
-        .await?;
-    let jobs = decode_jobs(&reply.jobs_json)?;
+    let (jobs, as_of_ms) = list_jobs(cluster, request).await?;
     if json {
         super::print_json(&jobs)?;
     } else {
@@ -44,12 +39,35 @@ pub async fn run(cluster: &Cluster, args: &QueueArgs, json: bool) -> anyhow::Res
             noheader: args.noheader,
             ..QueueOptions::default()
         };
-        print!(
-            "{}",
-            queue_table(&jobs, Timestamp(reply.as_of_ms), &options)
-        );
+        print!("{}", queue_table(&jobs, Timestamp(as_of_ms), &options));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every job `request` matches, page by page (a reply of every job at once
+/// would outgrow the message limit on a large cluster), with the state's clock
+/// when the first page was read.
+pub async fn list_jobs(
+    cluster: &Cluster,
+    mut request: ListJobsRequest,
+) -> anyhow::Result<(Vec<Job>, u64)> {
+    request.paged = true;
+    let mut jobs = Vec::new();
+    let mut as_of_ms = None;
+    loop {
+        let reply = cluster
+            .call(Retry::Idempotent, |mut c| {
+                let request = request.clone();
+                async move { c.list_jobs(request).await }
+            })
+            .await?;
+        jobs.extend(decode_jobs(&reply.jobs_json)?);
+        as_of_ms.get_or_insert(reply.as_of_ms);
+        if reply.next_after_job_id == 0 || reply.next_after_job_id <= request.after_job_id {
+            return Ok((jobs, as_of_ms.unwrap_or(reply.as_of_ms)));
+        }
+        request.after_job_id = reply.next_after_job_id;
+    }
 }
 
 /// Decodes job records.

@@ -20,20 +20,16 @@ pub async fn run(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut last: BTreeMap<u64, Job> = BTreeMap::new();
-    let known = cluster
-        .call(Retry::Idempotent, |mut c| async move {
-            c.list_jobs(ListJobsRequest {
-                job_ids: jobs.to_vec(),
-                all: true,
-                ..ListJobsRequest::default()
-            })
-            .await
-        })
-        .await?;
-    let found: Vec<u64> = super::queue::decode_jobs(&known.jobs_json)?
-        .iter()
-        .map(|j| j.id.0)
-        .collect();
+    let (known, _) = super::queue::list_jobs(
+        cluster,
+        ListJobsRequest {
+            job_ids: jobs.to_vec(),
+            all: true,
+            ..ListJobsRequest::default()
+        },
+    )
+    .await?;
+    let found: Vec<u64> = known.iter().map(|j| j.id.0).collect();
     if let Some(missing) = jobs.iter().find(|id| !found.contains(id)) {
         anyhow::bail!("unknown job {missing}; `corral queue` lists current jobs");
     }

@@ -168,20 +168,40 @@ pub fn get(
 
 /// `ListJobs`: unfinished jobs by default, every job with `all`.
 pub fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobsReply, Status> {
+    let (paged, after) = (request.paged, JobId(request.after_job_id));
     let filter = JobFilter::new(request)?;
     ctx.replica
         .read_local(|state| {
-            let jobs = filter
+            let mut jobs = Vec::new();
+            let mut bytes = 0;
+            let mut last = None;
+            let mut next_after_job_id = 0;
+            for job in filter
                 .matching(state)
-                .map(encode_job)
-                .collect::<Result<Vec<_>, _>>()?;
+                .filter(|job| !paged || job.id > after)
+            {
+                if paged && bytes >= LIST_PAGE_BYTES {
+                    next_after_job_id = last.map_or(0, |id: JobId| id.0);
+                    break;
+                }
+                let json = encode_job(job)?;
+                bytes += json.len();
+                jobs.push(json);
+                last = Some(job.id);
+            }
             Ok(ListJobsReply {
                 jobs_json: jobs,
                 as_of_ms: state.clock().as_ms(),
+                next_after_job_id,
             })
         })
         .map_err(status::read)?
 }
+
+/// How many bytes of job records a page of `ListJobs` holds at most (plus
+/// the one record that crosses it): well under a client's 4 MiB message
+/// limit (a job record is a few KiB).
+pub const LIST_PAGE_BYTES: usize = 1 << 20;
 
 /// `ExplainJob`: why it waits, in sentences. One at a time per user, off the
 /// async workers (see [`super::planning_limits`]).
