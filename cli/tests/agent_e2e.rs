@@ -14,8 +14,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{
-    LocalCluster, alive, corral_bin, logs, pid_of, script, signal, submit, submit_and_start,
-    wait_job, wait_until,
+    LocalCluster, alive, corral_bin, job_pid, logs, pid_of, script, signal, submit,
+    submit_and_start, wait_job,
 };
 
 /// Submits `path` and waits until the job completes; returns its id and record.
@@ -209,13 +209,7 @@ fn a_killed_agents_jobs_are_requeued_after_the_down_timeout() {
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=long-%j.out\necho attempt $CORRAL_ATTEMPT on $SLURMD_NODENAME\necho $$ > \"$SLURM_SUBMIT_DIR/long.pid\"\nsleep 600\n",
     );
     let (id, node) = submit_and_start(&cluster, &path);
-    let pid_file = dir.join("long.pid");
-    let read_pid =
-        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
-    wait_until(Duration::from_secs(60), "the job writes its pid", || {
-        read_pid().is_some()
-    });
-    let job_pid = read_pid().unwrap();
+    let job_pid = job_pid(dir, "long", Duration::from_secs(60));
     let killed_at = Instant::now();
     signal(pid_of(dir, &format!("agent-{node}")), "-9");
     let rerun = wait_job(
@@ -262,13 +256,7 @@ fn a_hung_agents_watchdog_kills_its_job_before_the_leader_runs_it_again() {
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=hung-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/hung.pid\"\nsleep 600\n",
     );
     let (id, node) = submit_and_start(&cluster, &path);
-    let pid_file = dir.join("hung.pid");
-    let read_pid =
-        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
-    wait_until(Duration::from_secs(60), "the job writes its pid", || {
-        read_pid().is_some()
-    });
-    let job_pid = read_pid().unwrap();
+    let job_pid = job_pid(dir, "hung", Duration::from_secs(60));
     // The agent is there but does nothing (a VM stall, a deadlock): its pipe
     // to the watchdog stays open, so only the lease can tell.
     let agent = pid_of(dir, &format!("agent-{node}"));
@@ -316,16 +304,7 @@ fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
     wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
         j["state"] == "Running"
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let job_pid: i32 = loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("job.pid"))
-            && let Ok(pid) = text.trim().parse()
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the job never wrote its pid");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let job_pid = job_pid(dir, "job", Duration::from_secs(30));
     // Cut every controller off (SIGSTOP): no heartbeat is acknowledged any more.
     let controllers: Vec<i32> = (1..=3)
         .map(|i| pid_of(dir, &format!("controller-{i}")))

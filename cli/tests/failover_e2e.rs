@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::{
-    LocalCluster, alive, logs, me, pid_of, script, signal, submit_and_start, wait_job, wait_until,
+    LocalCluster, alive, job_pid, logs, me, pid_of, script, signal, submit_and_start, wait_job,
+    wait_until,
 };
 
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -32,14 +33,6 @@ fn waiting_job(dir: &Path, name: &str, release: &str, seconds: u32) -> std::path
             tenths = seconds * 10
         ),
     )
-}
-
-/// The pid a waiting job wrote.
-fn job_pid(dir: &Path, name: &str) -> i32 {
-    let path = dir.join(format!("{name}.pid"));
-    let read = || -> Option<i32> { std::fs::read_to_string(&path).ok()?.trim().parse().ok() };
-    wait_until(PATIENCE, "the job writes its pid", || read().is_some());
-    read().unwrap()
 }
 
 /// The leader's id, as the cluster reports it.
@@ -70,7 +63,7 @@ fn killing_the_leader_leaves_running_jobs_running() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "kill", "kill.go", 120));
-    let pid = job_pid(dir, "kill");
+    let pid = job_pid(dir, "kill", PATIENCE);
     let old = leader(&cluster);
     cluster.kill(old);
     // Past the lease: a fenced agent would have killed the job by now.
@@ -96,7 +89,7 @@ fn a_short_outage_of_every_controller_kills_nothing() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "outage", "outage.go", 120));
-    let pid = job_pid(dir, "outage");
+    let pid = job_pid(dir, "outage", PATIENCE);
     for controller in 1..=3 {
         cluster.kill(controller);
     }
@@ -120,7 +113,7 @@ fn a_paused_leader_holds_neither_jobs_nor_clients() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "pause", "pause.go", 120));
-    let pid = job_pid(dir, "pause");
+    let pid = job_pid(dir, "pause", PATIENCE);
     let old = leader(&cluster);
     let leader_pid = pid_of(dir, &format!("controller-{old}"));
     signal(leader_pid, "-STOP");
@@ -157,7 +150,7 @@ fn a_job_that_ends_while_no_leader_listens_completes_once() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "quiet", "quiet.go", 120));
-    let pid = job_pid(dir, "quiet");
+    let pid = job_pid(dir, "quiet", PATIENCE);
     let old = leader(&cluster);
     // Nobody can commit the exit: every controller is paused.
     let pids: Vec<i32> = (1..=3)
@@ -184,7 +177,7 @@ fn a_restarted_agent_kills_what_its_predecessor_left_and_the_job_is_requeued_onc
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, node) = submit_and_start(&cluster, &waiting_job(dir, "restart", "never", 600));
-    let pid = job_pid(dir, "restart");
+    let pid = job_pid(dir, "restart", PATIENCE);
     let agent = format!("agent-{node}");
     signal(pid_of(dir, &agent), "-9");
     assert!(alive(pid), "the agent's death alone does not kill its job");
@@ -208,7 +201,7 @@ fn a_stopped_agent_ends_its_jobs_and_reports_them_for_requeue() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();
     let (id, node) = submit_and_start(&cluster, &waiting_job(dir, "stop", "never", 600));
-    let pid = job_pid(dir, "stop");
+    let pid = job_pid(dir, "stop", PATIENCE);
     let agent_pid = pid_of(dir, &format!("agent-{node}"));
     signal(agent_pid, "-TERM");
     wait_until(PATIENCE, "the agent to stop", || !alive(agent_pid));

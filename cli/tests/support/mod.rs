@@ -307,6 +307,15 @@ pub fn submit_and_start(cluster: &LocalCluster, path: &Path) -> (String, String)
     (id, node)
 }
 
+/// The pid a job wrote to `dir/NAME.pid`, once it has (or panics after
+/// `patience`).
+pub fn job_pid(dir: &Path, name: &str, patience: Duration) -> i32 {
+    let path = dir.join(format!("{name}.pid"));
+    let read = || -> Option<i32> { std::fs::read_to_string(&path).ok()?.trim().parse().ok() };
+    wait_until(patience, "the job writes its pid", || read().is_some());
+    read().unwrap()
+}
+
 /// The pid of process `name` (`controller-1`, `agent-gpu01`) of the cluster in `dir`.
 pub fn pid_of(dir: &Path, name: &str) -> i32 {
     std::fs::read_to_string(dir.join(format!("pids/{name}.pid")))
