@@ -6,8 +6,9 @@
 //! through replica processes), `failover` (leader kill to next commit),
 //! `failover-jobs` (what leader kills and stops do to running jobs on a local
 //! cluster), `xid` (XID injection to requeue and restart on a local cluster)
-//! `nvml` (health sampling cost on this node's real GPUs) and `test-only` (a
-//! user looping `--test-only` against others' submit latency).
+//! `nvml` (health sampling cost on this node's real GPUs), `test-only` (a
+//! user looping `--test-only` against others' submit latency) and `watch`
+//! (what open job watches cost the controllers).
 
 mod failover_bench;
 mod failover_jobs_bench;
@@ -22,6 +23,7 @@ mod scheduler_bench;
 mod state_bench;
 mod synthetic_cluster;
 mod test_only_bench;
+mod watch_bench;
 mod xid_bench;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +63,10 @@ enum Bench {
     /// Whether one user looping `--test-only` slows others' submissions (local
     /// cluster of processes, a queue of pending jobs).
     TestOnly(test_only_bench::TestOnlyArgs),
+    /// What open job watches (`corral wait`) cost the controllers: submission
+    /// latency and controller CPU with none and with many open (local cluster
+    /// of processes, a queue of pending jobs).
+    Watch(watch_bench::WatchArgs),
     /// What health sampling costs per GPU through NVML, on this node's real
     /// GPUs (needs the NVIDIA driver).
     Nvml(nvml_bench::NvmlArgs),
@@ -80,6 +86,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Xid(args) => xid_bench::run(&args),
         Bench::Nvml(args) => nvml_bench::run(&args),
         Bench::TestOnly(args) => test_only_bench::run(&args),
+        Bench::Watch(args) => watch_bench::run(&args),
         Bench::Replica(args) => replica_process::run(&args),
     }
 }

@@ -60,22 +60,7 @@ async fn run_async(args: &TestOnlyArgs) -> anyhow::Result<()> {
     )
     .await
     .context("submitting the job that takes every GPU")?;
-    let mut queued = 0;
-    while queued < args.queued {
-        let count = (args.queued - queued).min(1000);
-        submit(
-            &user,
-            &dir,
-            "queued.sh",
-            &format!(
-                "#!/bin/bash\n#SBATCH --array=0-{}\n#SBATCH --gpus-per-node=8\ntrue\n",
-                count - 1
-            ),
-        )
-        .await
-        .context("queueing jobs")?;
-        queued += count;
-    }
+    queue_pending(&user, &dir, args.queued).await?;
     let alone = timed_submissions(&user, &dir, args.submissions).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -120,8 +105,33 @@ async fn run_async(args: &TestOnlyArgs) -> anyhow::Result<()> {
     report.print(args.json)
 }
 
+/// Queues `count` pending jobs that ask for whole nodes (arrays of up to 1,000).
+pub(crate) async fn queue_pending(
+    user: &CorralClient<Channel>,
+    dir: &std::path::Path,
+    count: u32,
+) -> anyhow::Result<()> {
+    let mut queued = 0;
+    while queued < count {
+        let batch = (count - queued).min(1000);
+        submit(
+            user,
+            dir,
+            "queued.sh",
+            &format!(
+                "#!/bin/bash\n#SBATCH --array=0-{}\n#SBATCH --gpus-per-node=8\ntrue\n",
+                batch - 1
+            ),
+        )
+        .await
+        .context("queueing jobs")?;
+        queued += batch;
+    }
+    Ok(())
+}
+
 /// Times `count` held submissions made one after another.
-async fn timed_submissions(
+pub(crate) async fn timed_submissions(
     user: &CorralClient<Channel>,
     dir: &std::path::Path,
     count: usize,

@@ -18,6 +18,7 @@ pub mod ids;
 pub mod invariants;
 pub mod job;
 pub mod job_request;
+pub mod job_table;
 pub mod job_update;
 pub mod node;
 pub mod partition;

@@ -11,6 +11,7 @@ use crate::command::{Command, Outcome};
 use crate::config::ClusterConfig;
 use crate::ids::JobId;
 use crate::job::{BatchScript, Job};
+use crate::job_table::{JobChanges, JobTable};
 use crate::node::Node;
 use crate::partition::Partition;
 use crate::qos::Qos;
@@ -35,7 +36,7 @@ pub struct ClusterState {
     pub(crate) qos: BTreeMap<String, Qos>,
     pub(crate) topology: Topology,
     pub(crate) reservations: BTreeMap<String, Reservation>,
-    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs: JobTable,
     /// Shared, never changed once stored: a copy of the state (`sbatch
     /// --test-only` plans on one) copies a pointer per script, not the script.
     pub(crate) scripts: BTreeMap<JobId, Arc<BatchScript>>,
@@ -75,7 +76,7 @@ impl ClusterState {
             qos: BTreeMap::new(),
             topology: Topology::default(),
             reservations: BTreeMap::new(),
-            jobs: BTreeMap::new(),
+            jobs: JobTable::default(),
             scripts: BTreeMap::new(),
             queued: BTreeSet::new(),
             active: BTreeSet::new(),
@@ -132,6 +133,22 @@ impl ClusterState {
     /// Every job, finished ones included.
     pub fn jobs(&self) -> &BTreeMap<JobId, Job> {
         &self.jobs
+    }
+    /// Where the journal of changed jobs stands (this replica's own count, not
+    /// replicated): hand it to [`ClusterState::jobs_changed_since`] later.
+    pub fn job_journal_position(&self) -> u64 {
+        self.jobs.journal_position()
+    }
+    /// The jobs changed since `position`, or `Unknown` when the journal no
+    /// longer reaches back that far (then compare every job).
+    pub fn jobs_changed_since(&self, position: u64) -> JobChanges {
+        self.jobs.changes_since(position)
+    }
+    /// Takes over the journal's count from `previous`, the state this one
+    /// replaces on this replica (a snapshot installed or loaded): positions
+    /// keep increasing and readers of `previous` compare every job once.
+    pub fn continue_job_journal(&mut self, previous: &ClusterState) {
+        self.jobs.restart_journal_after(&previous.jobs);
     }
     /// One job.
     pub fn job(&self, id: JobId) -> Option<&Job> {

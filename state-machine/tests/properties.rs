@@ -10,6 +10,7 @@ mod support;
 
 use corral_state::command::{CancelTarget, Command, PlannedAllocation, PlannedPreemption};
 use corral_state::job::{ExitStatus, JobState, NodeAllocation};
+use corral_state::job_table::JobChanges;
 use corral_state::partition::PreemptMode;
 use corral_state::slurm::array::ArraySpec;
 use corral_state::slurm::signal::Signal;
@@ -665,7 +666,22 @@ fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
             continue;
         };
         let before = state.clone();
+        let position = state.job_journal_position();
         let result = state.apply(command.clone());
+        // The journal of changed jobs names every job that changed (watches
+        // read only those).
+        if let JobChanges::Since(named) = state.jobs_changed_since(position) {
+            for (id, job) in state.jobs() {
+                if before.job(*id) != Some(job) {
+                    assert!(
+                        named.contains(id),
+                        "job {id} changed by {command:?} but not in the journal"
+                    );
+                }
+            }
+        } else {
+            panic!("the journal lost changes of one command");
+        }
         match &result {
             Err(_) => assert_eq!(state, before, "refused {command:?} changed the state"),
             Ok(_) => check_invariants(&state),
