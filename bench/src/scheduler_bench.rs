@@ -3,6 +3,8 @@
 //! - `pass_ms_*`: full passes over the whole pending queue (backfill and
 //!   preemption included) on a half-full cluster, with fair-share usage charged.
 //!   The queue was submitted over the previous 48 hours, so jobs differ in age.
+//! - `state_clone_ms_median`: copying that whole state (what a reader that
+//!   keeps a snapshot makes the next apply pay, once).
 //! - `placements_per_s`: one pass on an empty cluster over a queue of the mix's
 //!   single-node jobs (1 GPU and whole nodes) that exactly fills it, so every
 //!   job in the pass is placed: allocations per second of pass time.
@@ -151,6 +153,14 @@ pub fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         passes.push(t.elapsed());
         last = Some(plan);
     }
+    let mut clones = Samples::default();
+    for _ in 0..args.passes.min(5) {
+        let t = Instant::now();
+        let copy = state.clone();
+        clones.push(t.elapsed());
+        drop(copy);
+    }
+    report.put("state_clone_ms_median", clones.quantile(0.5) / 1e3);
     report.put("pass_ms_median", passes.quantile(0.5) / 1e3);
     report.put("pass_ms_p99", passes.quantile(0.99) / 1e3);
     if let Some(plan) = last {

@@ -442,6 +442,19 @@ impl Replica {
             .map_err(|e| ReadError::Unavailable(e.to_string()))
     }
 
+    /// Like `read_local`, for work that takes long on a large state (a
+    /// scheduling pass, a copy of the state): on a blocking thread, with
+    /// applies waiting for it without holding a runtime thread.
+    pub async fn read_local_long<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&ClusterState) -> T + Send + 'static,
+    ) -> Result<T, ReadError> {
+        self.state
+            .read_long(read)
+            .await
+            .map_err(|e| ReadError::Unavailable(e.to_string()))
+    }
+
     /// A watch of who leads.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.leadership.clone()

@@ -42,10 +42,10 @@ struct Applier {
     membership: StoredMembership,
 }
 
-/// The state's write lock, taken after the snapshot-encoding gate.
+/// The state's write lock, taken after the long readers' gate.
 struct Writing<'a> {
     applier: std::sync::RwLockWriteGuard<'a, Applier>,
-    _gate: tokio::sync::MutexGuard<'a, ()>,
+    _gate: tokio::sync::RwLockWriteGuard<'a, ()>,
 }
 
 impl std::ops::Deref for Writing<'_> {
@@ -79,9 +79,10 @@ pub struct StateMachineStore {
     /// Serializes making snapshots current, so a build racing an install cannot
     /// leave the older snapshot on disk.
     persisting: Arc<tokio::sync::Mutex<()>>,
-    /// Held while a snapshot encodes the state, and by applies: see
-    /// `write_applier`.
-    encoding: Arc<tokio::sync::Mutex<()>>,
+    /// Shared by the readers that hold the state's read lock for long (a
+    /// snapshot's encoding, a scheduling pass), taken alone by applies and
+    /// installs: see `write_applier`.
+    long_readers: Arc<tokio::sync::RwLock<()>>,
     /// The log index covered by the durable snapshot (the log may be purged up to it).
     durable: Arc<watch::Sender<Option<u64>>>,
     snapshots: Arc<SnapshotDir>,
@@ -115,7 +116,7 @@ impl StateMachineStore {
             applier: Arc::new(RwLock::new(applier)),
             current: Arc::new(Mutex::new(current)),
             persisting: Arc::new(tokio::sync::Mutex::new(())),
-            encoding: Arc::new(tokio::sync::Mutex::new(())),
+            long_readers: Arc::new(tokio::sync::RwLock::new(())),
             durable: Arc::new(watch::channel(durable).0),
             snapshots: Arc::new(snapshots),
         })
@@ -142,13 +143,38 @@ impl StateMachineStore {
         self.applier.read().ok().and_then(|a| a.last_applied)
     }
 
+    /// Runs `read` on the applied state on a blocking thread, as a long
+    /// reader: applies wait for it (asynchronously: see `write_applier`), and
+    /// it waits for an apply already waiting (the gate is fair), so a stream
+    /// of long reads cannot starve the log. For work that takes long on a
+    /// large state: a scheduling pass, a copy of the state.
+    pub async fn read_long<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&ClusterState) -> T + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let gate = Arc::clone(&self.long_readers).read_owned().await;
+        let applier = Arc::clone(&self.applier);
+        tokio::task::spawn_blocking(move || {
+            let result = applier
+                .read()
+                .map(|applier| read(&applier.state))
+                .map_err(|_| poisoned());
+            drop(gate);
+            result
+        })
+        .await
+        .map_err(io)?
+    }
+
     /// Takes the write lock for an apply or an install. A snapshot encodes the
-    /// state under the read lock for as long as a second; waiting for it on
-    /// the std lock would hold a runtime thread, and with it every task queued
-    /// there (Raft's heartbeats among them). So the encoding also holds the
-    /// `encoding` gate, and this waits for the gate, asynchronously, first.
+    /// state under the read lock for as long as a second, and a scheduling
+    /// pass on a large state plans under it for a quarter of one; waiting for
+    /// them on the std lock would hold a runtime thread, and with it every
+    /// task queued there (Raft's heartbeats among them). So they hold the
+    /// `long_readers` gate, shared, and this waits for the gate,
+    /// asynchronously, first.
     async fn write_applier(&self) -> Result<Writing<'_>, StorageError> {
-        let gate = self.encoding.lock().await;
+        let gate = self.long_readers.write().await;
         let applier = self.applier.write().map_err(|_| poisoned())?;
         Ok(Writing {
             applier,
@@ -265,7 +291,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // thread (see `write_applier`); reads go on.
         let applier = Arc::clone(&self.applier);
         let snapshots = Arc::clone(&self.snapshots);
-        let gate = Arc::clone(&self.encoding).lock_owned().await;
+        let gate = Arc::clone(&self.long_readers).read_owned().await;
         let (meta, partial) = on_snapshot_thread(move || {
             let started = std::time::Instant::now();
             let (unsealed, meta) = {
@@ -400,7 +426,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             }
         };
         self.persist(meta, partial).await?;
-        *self.write_applier().await? = decoded;
+        let mut applier = self.write_applier().await?;
+        let mut decoded = decoded;
+        // Watches of this replica's jobs compare every job once more.
+        decoded.state.continue_job_journal(&applier.state);
+        *applier = decoded;
         Ok(())
     }
 

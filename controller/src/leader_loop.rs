@@ -104,7 +104,13 @@ async fn lead(
             Work::Pass => {
                 stats.passes += 1;
                 let now = clock::now();
-                match replica.read_local(|state| corral_scheduler::plan(state, now).to_command(now))
+                // On a blocking thread, under the state's read lock: applies
+                // wait for the pass without holding a runtime thread.
+                match replica
+                    .read_local_long(move |state| {
+                        corral_scheduler::plan(state, now).to_command(now)
+                    })
+                    .await
                 {
                     Ok(Some(command)) => {
                         stats.plans += 1;

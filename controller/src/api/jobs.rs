@@ -214,22 +214,12 @@ pub async fn explain(
     let permit = ctx.planning.admit(user).await;
     let now = clock::now();
     let replica = std::sync::Arc::clone(&ctx.replica);
-    // Planned on a copy, so the state's lock is held only to take it; the
-    // permit goes with the planning (a caller that gives up frees nothing).
-    let explanation = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        replica
-            .read_local(corral_state::ClusterState::clone)
-            .map(|copy| corral_scheduler::explain(&copy, id, now))
-    })
-    .await
-    .map_err(|e| {
-        Status::internal(format!(
-            "explaining the job failed: {e}; please report this"
-        ))
-    })?
-    .map_err(status::read)?
-    .map_err(|_| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
+    let explanation = permit
+        .plan_on_copy(replica, move |copy| {
+            corral_scheduler::explain(&copy, id, now)
+        })
+        .await?
+        .map_err(|_| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
     Ok(ExplainJobReply {
         explanation: explanation.lines.join("\n"),
     })

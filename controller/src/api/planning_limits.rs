@@ -3,12 +3,19 @@
 //! must not slow everyone else's submissions. Each user gets one planning
 //! request at a time (the rest of theirs wait their turn), and the controller
 //! runs at most [`GLOBAL_PLANNERS`] at once, on blocking threads, never on
-//! the async workers that carry submissions and Raft.
+//! the async workers that carry submissions and Raft. Each plans on a copy of
+//! the state ([`PlanningPermit::plan_on_copy`]), so applies wait only while
+//! the copy is taken.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use corral_consensus::Replica;
+use corral_state::ClusterState;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+
+use super::status;
 
 /// Planning requests the controller runs at once, across users.
 pub const GLOBAL_PLANNERS: usize = 2;
@@ -25,6 +32,35 @@ pub struct PlanningLimits {
 pub struct PlanningPermit {
     _user: OwnedSemaphorePermit,
     _global: OwnedSemaphorePermit,
+}
+
+impl PlanningPermit {
+    /// Runs `plan` on a copy of `replica`'s applied state, on a blocking
+    /// thread, and holds this permit until `plan` ends, also when the caller
+    /// gives up first (the planner is busy until then). The copy is taken as a
+    /// long read: applies wait for it without holding a runtime thread.
+    pub async fn plan_on_copy<T: Send + 'static>(
+        self,
+        replica: Arc<Replica>,
+        plan: impl FnOnce(ClusterState) -> T + Send + 'static,
+    ) -> Result<T, Status> {
+        let failed = |e: tokio::task::JoinError| {
+            Status::internal(format!("planning failed: {e}; please report this"))
+        };
+        let planning = tokio::spawn(async move {
+            let permit = self;
+            let copy = replica
+                .read_local_long(ClusterState::clone)
+                .await
+                .map_err(status::read)?;
+            let planned = tokio::task::spawn_blocking(move || plan(copy))
+                .await
+                .map_err(failed);
+            drop(permit);
+            planned
+        });
+        planning.await.map_err(failed)?
+    }
 }
 
 impl Default for PlanningLimits {

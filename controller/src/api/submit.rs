@@ -43,19 +43,9 @@ pub async fn submit(
     };
     if let Some(permit) = permit {
         let replica = std::sync::Arc::clone(&ctx.replica);
-        // The permit goes with the planning: a caller that gives up does not
-        // free its planner while the plan still runs.
-        let report = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let copy = replica
-                .read_local(ClusterState::clone)
-                .map_err(status::read)?;
-            test_only_report(copy, command, now)
-        })
-        .await
-        .map_err(|e| {
-            Status::internal(format!("planning the test failed: {e}; please report this"))
-        })??;
+        let report = permit
+            .plan_on_copy(replica, move |copy| test_only_report(copy, command, now))
+            .await??;
         return Ok(SubmitJobReply {
             first_job_id: 0,
             count: 0,
