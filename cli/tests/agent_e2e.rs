@@ -3,7 +3,9 @@
 //! XID on one of its GPUs kills it, drains the GPU and requeues it, and it resumes
 //! from its last checkpoint; a SIGKILLed agent's jobs are requeued after the
 //! down-timeout; a stopped (hung) agent's watchdog kills its job when the lease
-//! runs out; an agent cut off from every controller kills its job itself.
+//! runs out; an agent cut off from every controller kills its job itself;
+//! launches that stall longer than the lease (hung shared storage) do not
+//! stop heartbeats.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use support::{
     LocalCluster, alive, corral_bin, job_pid, logs, pid_of, script, signal, submit,
-    submit_and_start, wait_job,
+    submit_and_start, wait_job, wait_until,
 };
 
 /// Submits `path` and waits until the job completes; returns its id and record.
@@ -288,6 +290,71 @@ fn a_hung_agents_watchdog_kills_its_job_before_the_leader_runs_it_again() {
             .is_empty(),
         "the watchdog did not say why it killed the job:\n{}",
         logs(dir)
+    );
+}
+
+#[test]
+fn heartbeats_go_on_while_launches_stall_longer_than_the_lease() {
+    let cluster = LocalCluster::start_with_agents(3, 1);
+    let dir = cluster.dir.path();
+    // Every launch on gpu01 now stalls 14 s on its blocking thread (shared
+    // storage that hangs), longer than the 10 s lease.
+    signal(pid_of(dir, "agent-gpu01"), "-TERM");
+    wait_until(Duration::from_secs(30), "agent-gpu01 stops", || {
+        !alive(pid_of(dir, "agent-gpu01"))
+    });
+    cluster.restart_with_env(
+        "agent-gpu01",
+        &["CORRAL_AGENT_FAULT_LAUNCH_STALL_S=14".to_string()],
+    );
+    let long = script(
+        dir,
+        "long.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --output=long-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/long.pid\"\nsleep 600\n",
+    );
+    let short = script(
+        dir,
+        "short.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --output=short-%j.out\necho done\n",
+    );
+    let long_id = submit(&cluster, &long);
+    let short_id = submit(&cluster, &short);
+    // Both launches stall together; heartbeats must go on meanwhile, or the
+    // lease lapses and the leader declares the node down.
+    let short_job = wait_job(
+        &cluster,
+        &short_id,
+        Duration::from_secs(90),
+        "completion",
+        |j| j["state"] == "Completed",
+    );
+    job_pid(dir, "long", Duration::from_secs(60));
+    let long_job = wait_job(
+        &cluster,
+        &long_id,
+        Duration::from_secs(30),
+        "running",
+        |j| j["state"] == "Running",
+    );
+    for job in [&short_job, &long_job] {
+        assert_eq!(
+            job["attempts"].as_array().map(Vec::len),
+            Some(1),
+            "a stalled launch cost an attempt: {job}\n{}",
+            logs(dir)
+        );
+    }
+    assert!(
+        !cluster
+            .agent_log_lines("fault injected: the launch stalls")
+            .is_empty(),
+        "the launches did not stall"
+    );
+    let lapsed = cluster.agent_log_lines("lease lapsed");
+    assert!(
+        lapsed.is_empty(),
+        "the lease lapsed while launches stalled:\n{}",
+        lapsed.join("\n")
     );
 }
 

@@ -90,6 +90,16 @@ struct Args {
     /// agent is stopped (SIGTERM or Ctrl-C).
     #[arg(long, default_value_t = 10)]
     stop_grace_s: u64,
+    /// Fault injection for tests and the chaos suite: every launch first
+    /// stalls this many seconds on its blocking thread, as when the job's
+    /// shared storage hangs. Heartbeats must go on meanwhile.
+    #[arg(
+        long,
+        hide = true,
+        env = "CORRAL_AGENT_FAULT_LAUNCH_STALL_S",
+        default_value_t = 0
+    )]
+    fault_launch_stall_s: u64,
 }
 
 fn main() -> ExitCode {
@@ -186,6 +196,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             agent_id: agent_id.clone(),
             unkillable_timeout,
             lease: Some(lease.clone()),
+            launch_stall: Duration::from_secs(args.fault_launch_stall_s),
         },
         outbox.clone(),
         Arc::clone(&journal),

@@ -40,6 +40,11 @@ impl Supervisor {
         let this = self.clone();
         let work = Arc::clone(&launch);
         let started = tokio::task::spawn_blocking(move || {
+            let stall = this.settings.launch_stall;
+            if !stall.is_zero() {
+                tracing::warn!(job = %key.0, attempt = key.1, ?stall, "fault injected: the launch stalls");
+                std::thread::sleep(stall);
+            }
             this.journal
                 .started(key, &this.settings.agent_id)
                 .map_err(|e| {

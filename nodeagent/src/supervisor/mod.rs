@@ -64,6 +64,10 @@ pub struct SupervisorSettings {
     /// is lapsed was fenced (by this agent, or by its watchdog while the agent
     /// hung), so its attempt is reported lost and requeued, not failed.
     pub lease: Option<crate::lease::Lease>,
+    /// Fault injection (tests, the chaos suite): every launch first waits this
+    /// long on its blocking thread, as when the job's shared storage or the
+    /// user database hangs. Zero in service.
+    pub launch_stall: Duration,
 }
 
 /// The attempts of this node.
