@@ -159,6 +159,9 @@ struct Inner {
     unsynced: Unsynced,
     /// Why a sync failed, once one has.
     failed: Option<String>,
+    /// Tests: the next sync fails as a failed `fdatasync` would.
+    #[cfg(test)]
+    fail_next_sync: bool,
 }
 
 /// The log's entries on disk. Shared by the log store's clones and the flusher.
@@ -438,6 +441,15 @@ impl Wal {
         Ok(())
     }
 
+    /// Tests: makes the next sync fail as a failed `fdatasync` would (the
+    /// data written since the last sync may or may not be on the disk).
+    #[cfg(test)]
+    pub(crate) fn fail_next_sync(&self) {
+        if let Ok(mut inner) = self.lock() {
+            inner.fail_next_sync = true;
+        }
+    }
+
     /// Makes everything written so far durable. Called by the flusher thread.
     pub fn sync(&self) -> Result<(), WalError> {
         let unsynced = {
@@ -451,6 +463,13 @@ impl Wal {
             }
             unsynced
         };
+        #[cfg(test)]
+        if std::mem::take(&mut self.lock()?.fail_next_sync) {
+            let injected = std::io::Error::other("injected: the disk reported an I/O error");
+            let error = io("fdatasync", &self.dir)(injected);
+            self.lock()?.failed = Some(error.to_string());
+            return Err(error);
+        }
         let result = unsynced
             .files
             .iter()

@@ -144,6 +144,8 @@ impl Wal {
             next_index: None,
             unsynced: Unsynced::default(),
             failed: None,
+            #[cfg(test)]
+            fail_next_sync: false,
         };
         inner.next_index = inner.entries.back().map(|l| l.log_id.index + 1);
         if let Some(purged) = purged {

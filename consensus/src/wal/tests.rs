@@ -466,6 +466,14 @@ enum Op {
         zeros: bool,
         lose_new: bool,
     },
+    /// A sync fails (the disk reported an I/O error): the log refuses every
+    /// further write, and the process goes down; what the disk kept of the
+    /// writes since the last good sync is as after a power cut (`kept`,
+    /// `zeros`). Then open again.
+    FailedSync {
+        kept: f64,
+        zeros: bool,
+    },
     /// Power cut that persisted the unsynced writes out of order: the first
     /// `lost` of what the newest segment took since its last sync never
     /// reached the disk (zeros), the rest did. Then open again.
@@ -484,6 +492,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0.0f64..1.0, any::<bool>(), any::<bool>())
             .prop_map(|(kept, zeros, lose_new)| Op::Crash { kept, zeros, lose_new }),
         1 => (0.0f64..1.0).prop_map(|lost| Op::CrashOutOfOrder { lost }),
+        1 => (0.0f64..1.0, any::<bool>()).prop_map(|(kept, zeros)| Op::FailedSync { kept, zeros }),
     ]
 }
 
@@ -554,8 +563,10 @@ proptest! {
         let mut reshaped_since_sync = false;
         for op in ops {
             let sync_point = matches!(op, Op::Sync | Op::Reopen)
-                || matches!(op, Op::Crash { .. } | Op::CrashOutOfOrder { .. })
-                    && reshaped_since_sync;
+                || matches!(
+                    op,
+                    Op::Crash { .. } | Op::CrashOutOfOrder { .. } | Op::FailedSync { .. }
+                ) && reshaped_since_sync;
             if sync_point {
                 wal.sync().expect("sync");
                 acknowledged = model.clone();
@@ -594,9 +605,23 @@ proptest! {
                     drop(wal);
                     wal = open(dir.path(), purged);
                 }
-                Op::Crash { .. } | Op::CrashOutOfOrder { .. } => {
+                Op::Crash { .. } | Op::CrashOutOfOrder { .. } | Op::FailedSync { .. } => {
+                    if matches!(op, Op::FailedSync { .. }) {
+                        // A failed sync acknowledges nothing, and the log
+                        // refuses every write after it.
+                        wal.fail_next_sync();
+                        prop_assert!(wal.sync().is_err(), "an injected sync failure succeeded");
+                        prop_assert!(
+                            wal.append(vec![entry(term, next, 16)]).is_err(),
+                            "an append after a failed sync was accepted"
+                        );
+                        prop_assert!(wal.sync().is_err(), "a sync after a failed one succeeded");
+                    }
                     drop(wal);
                     match op {
+                        Op::FailedSync { kept, zeros } => {
+                            cut_power(dir.path(), &synced_newest, kept, zeros, false);
+                        }
                         Op::Crash { kept, zeros, lose_new } => {
                             cut_power(dir.path(), &synced_newest, kept, zeros, lose_new);
                         }
