@@ -196,7 +196,10 @@ pub async fn submit(
 pub async fn job(client: &CorralClient<Channel>, id: u64) -> anyhow::Result<Job> {
     let reply = client
         .clone()
-        .get_job(GetJobRequest { job_id: id })
+        .get_job(GetJobRequest {
+            job_id: id,
+            consistent: false,
+        })
         .await?
         .into_inner();
     Ok(records::decode("job", &reply.job_json)?)

@@ -243,7 +243,11 @@ async fn submit(
 async fn get(client: &Cluster, id: u64) -> anyhow::Result<Job> {
     let reply = client
         .call(Retry::Idempotent, |mut c| async move {
-            c.get_job(GetJobRequest { job_id: id }).await
+            c.get_job(GetJobRequest {
+                job_id: id,
+                consistent: true,
+            })
+            .await
         })
         .await?;
     Ok(records::decode("job", &reply.job_json)?)

@@ -35,7 +35,11 @@ pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Resu
     let explanation = if matches!(record.state, JobState::Pending | JobState::RequeueHold) {
         cluster
             .call(Retry::Idempotent, |mut c| async move {
-                c.explain_job(GetJobRequest { job_id: job }).await
+                c.explain_job(GetJobRequest {
+                    job_id: job,
+                    consistent: false,
+                })
+                .await
             })
             .await
             .ok()
@@ -68,7 +72,11 @@ pub async fn show(cluster: &Cluster, what: ShowWhat, json: bool) -> anyhow::Resu
 pub async fn fetch(cluster: &Cluster, job: u64) -> anyhow::Result<(Job, String)> {
     let reply = cluster
         .call(Retry::Idempotent, |mut c| async move {
-            c.get_job(GetJobRequest { job_id: job }).await
+            c.get_job(GetJobRequest {
+                job_id: job,
+                consistent: true,
+            })
+            .await
         })
         .await?;
     let record: Job = records::decode("job", &reply.job_json)?;

@@ -52,6 +52,9 @@ pub async fn list_jobs(
     mut request: ListJobsRequest,
 ) -> anyhow::Result<(Vec<Job>, u64)> {
     request.paged = true;
+    // What squeue shows is never older than what the user was told before
+    // (a submission acknowledged, a cancel done): read through the leader.
+    request.consistent = true;
     let mut jobs = Vec::new();
     let mut as_of_ms = None;
     loop {

@@ -139,63 +139,75 @@ pub async fn update(
 }
 
 /// `GetJob`: the record, and the script when the caller may see it.
-pub fn get(
+/// Linearizable when asked (`consistent`): on the leader only.
+pub async fn get(
     ctx: &ApiContext,
     caller: &Caller,
     request: GetJobRequest,
 ) -> Result<GetJobReply, Status> {
     let id = JobId(request.job_id);
-    ctx.replica
-        .read_local(|state| {
-            let job = state
-                .job(id)
-                .ok_or_else(|| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
-            let script = if caller.may_act_for(&job.spec.user) {
-                state
-                    .script_of(job)
-                    .map(|s| s.script.clone())
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            };
-            Ok(GetJobReply {
-                job_json: encode_job(job)?,
-                script,
-            })
+    let read = |state: &corral_state::ClusterState| {
+        let job = state
+            .job(id)
+            .ok_or_else(|| status::rejection(corral_state::Rejection::UnknownJob(id)))?;
+        let script = if caller.may_act_for(&job.spec.user) {
+            state
+                .script_of(job)
+                .map(|s| s.script.clone())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(GetJobReply {
+            job_json: encode_job(job)?,
+            script,
         })
-        .map_err(status::read)?
+    };
+    if request.consistent {
+        ctx.replica.read(read).await.map_err(status::read)?
+    } else {
+        ctx.replica.read_local(read).map_err(status::read)?
+    }
 }
 
 /// `ListJobs`: unfinished jobs by default, every job with `all`.
-pub fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobsReply, Status> {
-    let (paged, after) = (request.paged, JobId(request.after_job_id));
+/// Linearizable when asked (`consistent`): on the leader only.
+pub async fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobsReply, Status> {
+    let (paged, after, consistent) = (
+        request.paged,
+        JobId(request.after_job_id),
+        request.consistent,
+    );
     let filter = JobFilter::new(request)?;
-    ctx.replica
-        .read_local(|state| {
-            let mut jobs = Vec::new();
-            let mut bytes = 0;
-            let mut last = None;
-            let mut next_after_job_id = 0;
-            for job in filter
-                .matching(state)
-                .filter(|job| !paged || job.id > after)
-            {
-                if paged && bytes >= LIST_PAGE_BYTES {
-                    next_after_job_id = last.map_or(0, |id: JobId| id.0);
-                    break;
-                }
-                let json = encode_job(job)?;
-                bytes += json.len();
-                jobs.push(json);
-                last = Some(job.id);
+    let read = |state: &corral_state::ClusterState| {
+        let mut jobs = Vec::new();
+        let mut bytes = 0;
+        let mut last = None;
+        let mut next_after_job_id = 0;
+        for job in filter
+            .matching(state)
+            .filter(|job| !paged || job.id > after)
+        {
+            if paged && bytes >= LIST_PAGE_BYTES {
+                next_after_job_id = last.map_or(0, |id: JobId| id.0);
+                break;
             }
-            Ok(ListJobsReply {
-                jobs_json: jobs,
-                as_of_ms: state.clock().as_ms(),
-                next_after_job_id,
-            })
+            let json = encode_job(job)?;
+            bytes += json.len();
+            jobs.push(json);
+            last = Some(job.id);
+        }
+        Ok(ListJobsReply {
+            jobs_json: jobs,
+            as_of_ms: state.clock().as_ms(),
+            next_after_job_id,
         })
-        .map_err(status::read)?
+    };
+    if consistent {
+        ctx.replica.read(read).await.map_err(status::read)?
+    } else {
+        ctx.replica.read_local(read).map_err(status::read)?
+    }
 }
 
 /// How many bytes of job records a page of `ListJobs` holds at most (plus

@@ -154,7 +154,9 @@ impl Corral for ApiService {
         request: Request<GetJobRequest>,
     ) -> Result<Response<GetJobReply>, Status> {
         let caller = Caller::of(&request)?;
-        jobs::get(&self.ctx, &caller, request.into_inner()).map(Response::new)
+        jobs::get(&self.ctx, &caller, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_jobs(
@@ -162,7 +164,9 @@ impl Corral for ApiService {
         request: Request<ListJobsRequest>,
     ) -> Result<Response<ListJobsReply>, Status> {
         Caller::of(&request)?;
-        jobs::list(&self.ctx, request.into_inner()).map(Response::new)
+        jobs::list(&self.ctx, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     type WatchJobsStream = JobStream;
