@@ -127,7 +127,7 @@ fn pure_crates_read_no_clock_and_do_no_io() {
         "rand::",
         "std::thread",
     ];
-    for crate_dir in ["state-machine/src", "scheduler/src"] {
+    for crate_dir in ["state-machine/src", "scheduler/src", "jepsen/src"] {
         let mut files = Vec::new();
         rust_sources(&workspace_root().join(crate_dir), &mut files);
         for file in files {

@@ -1,0 +1,266 @@
+//! Promise 4: one requeue per failure. A job's attempts are numbered 1, 2, ...
+//! without gaps; every attempt but the last ended with a cause that requeues
+//! (a node failure, an XID, a preemption, a lost agent, an operator's
+//! requeue), never with its batch script's own exit; the requeue count
+//! matches; an attempt starts only once every rank of the attempts before it
+//! has stopped (a job never runs twice at once); and no attempt whose batch
+//! script recorded a clean exit ran
+//! again (its ranks' exits are not enough: a node's agent may die with a
+//! finished rank's exit status, and its attempt is then lost, rightly).
+
+use crate::attempts::Attempts;
+use crate::history::History;
+use crate::verdict::Verdict;
+
+/// The checker's name.
+pub const NAME: &str = "requeue";
+const PROMISE: &str =
+    "one requeue per failure: none doubled, none without a cause, never beside the last";
+
+/// Whether an attempt that ended so is followed by another. `Exited(..)` is
+/// the batch script's own end; `Cancelled` and `TimeLimit` end the job.
+fn requeues(cause: &str) -> bool {
+    !(cause.starts_with("Exited") || cause == "Cancelled" || cause == "TimeLimit")
+}
+
+/// Checks the promise.
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict::new(NAME, PROMISE);
+    let view = Attempts::of(history);
+    let mut requeued = 0u32;
+    for job in view.finals.values() {
+        let numbers: Vec<u32> = job.attempts.iter().map(|a| a.number).collect();
+        let expected: Vec<u32> = (1..=job.attempts.len() as u32).collect();
+        if numbers != expected {
+            verdict.violation(
+                None,
+                Some(job.job),
+                format!(
+                    "job {} has attempts {numbers:?}, not 1..{}",
+                    job.job,
+                    numbers.len()
+                ),
+            );
+        }
+        // Each attempt but the last was requeued; the last too when it ended
+        // with a cause that requeues and the job then ended while pending
+        // (cancelled before its next attempt started).
+        let later = job.attempts.len().saturating_sub(1) as u32;
+        let last_requeued = job
+            .attempts
+            .last()
+            .and_then(|a| a.cause.as_deref())
+            .is_some_and(requeues);
+        requeued += job.requeues;
+        if job.requeues != later && !(last_requeued && job.requeues == later + 1) {
+            verdict.violation(
+                None,
+                Some(job.job),
+                format!(
+                    "job {} counts {} requeue(s) for {} attempt(s)",
+                    job.job,
+                    job.requeues,
+                    job.attempts.len()
+                ),
+            );
+        }
+        for pair in job.attempts.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            match before.cause.as_deref() {
+                None => verdict.violation(
+                    after.start,
+                    Some(job.job),
+                    format!(
+                        "job {}: attempt {} began while attempt {} had not ended",
+                        job.job, after.number, before.number
+                    ),
+                ),
+                Some(cause) if !requeues(cause) => verdict.violation(
+                    after.start,
+                    Some(job.job),
+                    format!(
+                        "job {}: attempt {} ended with {cause}, yet attempt {} followed",
+                        job.job, before.number, after.number
+                    ),
+                ),
+                Some(_) => {}
+            }
+            // The job's own record of a clean end outweighs the cluster's cause.
+            let clean_exit = view
+                .observed
+                .get(&(job.job, before.number))
+                .and_then(|a| a.batch_exit)
+                .filter(|(_, status)| *status == 0);
+            if let Some((t, _)) = clean_exit {
+                verdict.violation(
+                    Some(t),
+                    Some(job.job),
+                    format!(
+                        "job {}: attempt {} exited 0 at {t} ms and was run again as attempt {}",
+                        job.job, before.number, after.number
+                    ),
+                );
+            }
+        }
+    }
+    // A job runs once at a time: an attempt starts only after every rank of
+    // the attempts before it stopped.
+    let tolerance = history.header.clock_tolerance_ms;
+    for ((job, number), attempt) in &view.observed {
+        let Some(started) = attempt.first_start() else {
+            continue;
+        };
+        for ((_, earlier), before) in view.observed.range((*job, 0)..(*job, *number)) {
+            for (rank, r) in &before.ranks {
+                let until = view.rank_end(r);
+                if until > started + tolerance {
+                    verdict.violation(
+                        Some(started),
+                        Some(*job),
+                        format!(
+                            "job {job}: attempt {number} started at {started} ms while attempt {earlier}'s rank {rank} on {} still ran (until {until} ms)",
+                            r.node
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    verdict.measure("requeues", f64::from(requeued));
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{EventKind, FinalAttempt, FinalJob};
+    use crate::testing::Builder;
+
+    fn job(requeues: u32, attempts: &[(u32, Option<&str>)]) -> FinalJob {
+        FinalJob {
+            job: 1,
+            name: "w1".into(),
+            state: "COMPLETED".into(),
+            requeues,
+            attempts: attempts
+                .iter()
+                .map(|(number, cause)| FinalAttempt {
+                    number: *number,
+                    allocation: vec![],
+                    start: Some(u64::from(*number) * 1_000),
+                    end: cause.map(|_| u64::from(*number) * 1_000 + 500),
+                    cause: cause.map(str::to_string),
+                })
+                .collect(),
+            gpu_ms: 0,
+        }
+    }
+
+    #[test]
+    fn one_requeue_per_failure_passes() {
+        let mut b = Builder::new();
+        b.final_job(job(
+            2,
+            &[
+                (1, Some("NodeFailure")),
+                (2, Some("Xid(79)")),
+                (3, Some("Exited(0)")),
+            ],
+        ));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("requeues"), Some(2.0));
+    }
+
+    #[test]
+    fn a_job_cancelled_while_pending_after_a_requeue_counts_that_requeue() {
+        let mut b = Builder::new();
+        let mut cancelled = job(1, &[(1, Some("GpuFailure"))]);
+        cancelled.state = "CANCELLED".into();
+        b.final_job(cancelled);
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+    }
+
+    #[test]
+    fn a_requeue_without_a_cause_and_a_miscount_are_caught() {
+        let mut b = Builder::new();
+        b.final_job(job(3, &[(1, Some("Exited(0)")), (2, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        let text = format!("{:?}", verdict.violations);
+        assert!(
+            text.contains("counts 3 requeue(s) for 2 attempt(s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ended with Exited(0), yet attempt 2 followed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cleanly_exited_attempt_run_again_is_caught_from_the_jobs_own_record() {
+        let mut b = Builder::new();
+        b.start(900, (1, 1), "gpu01", (0, 1), &[0], None)
+            .exit(1_400, (1, 1), "gpu01", 0, 0)
+            .event(
+                1_400,
+                EventKind::BatchExit {
+                    job: 1,
+                    attempt: 1,
+                    node: "gpu01".into(),
+                    status: 0,
+                },
+            )
+            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert!(
+            verdict.violations[0]
+                .message
+                .contains("exited 0 at 1400 ms and was run again")
+        );
+    }
+
+    #[test]
+    fn a_lost_attempt_whose_ranks_finished_may_run_again() {
+        // Both ranks exited 0, but the batch script never did (a node's
+        // agent died with its rank's exit status): lost, and rerun.
+        let mut b = Builder::new();
+        b.start(900, (1, 1), "gpu01", (0, 2), &[0], None)
+            .start(900, (1, 1), "gpu02", (1, 2), &[0], None)
+            .exit(1_300, (1, 1), "gpu02", 1, 0)
+            .exit(1_400, (1, 1), "gpu01", 0, 0)
+            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+    }
+
+    #[test]
+    fn an_attempt_started_beside_the_one_before_is_caught() {
+        let mut b = Builder::new();
+        b.start(900, (1, 1), "gpu01", (0, 1), &[0], None)
+            .step(16_000, (1, 1), 0, 150)
+            .start(15_000, (1, 2), "gpu02", (0, 1), &[0], None)
+            .exit(20_000, (1, 2), "gpu02", 0, 0)
+            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert!(
+            verdict.violations[0]
+                .message
+                .contains("attempt 2 started at 15000 ms while attempt 1's rank 0 on gpu01 still ran (until 16000 ms)"),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn gaps_and_overlapping_attempts_are_caught() {
+        let mut b = Builder::new();
+        b.final_job(job(2, &[(1, None), (3, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        let text = format!("{:?}", verdict.violations);
+        assert!(text.contains("attempts [1, 3]"), "{text}");
+        assert!(text.contains("had not ended"), "{text}");
+    }
+}

@@ -1,0 +1,137 @@
+//! Promise 5: every attempt after the first resumes from at least the last
+//! checkpoint committed before the failure (`CORRAL_RESUME_FROM`), never
+//! from scratch when one exists, and never from one that was not committed.
+
+use crate::attempts::Attempts;
+use crate::history::History;
+use crate::verdict::Verdict;
+
+/// The checker's name.
+pub const NAME: &str = "resume";
+const PROMISE: &str = "every requeued attempt resumes from the last committed checkpoint";
+
+/// Checks the promise.
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict::new(NAME, PROMISE);
+    let view = Attempts::of(history);
+    let tolerance = history.header.clock_tolerance_ms;
+    let (mut resumed, mut lost_steps_total) = (0u32, 0u64);
+    for ((job, number), attempt) in &view.observed {
+        if *number < 2 {
+            continue;
+        }
+        let Some(started) = attempt.first_start() else {
+            continue;
+        };
+        // The failure ended the previous attempt; a checkpoint committed up
+        // to then must be resumed from.
+        let failed_at = view
+            .final_attempt((*job, number - 1))
+            .and_then(|a| a.end)
+            .unwrap_or(started)
+            .min(started);
+        let committed: Vec<(u64, u64)> = view
+            .observed
+            .range((*job, 0)..(*job, *number))
+            .flat_map(|(_, a)| a.checkpoints.iter().copied())
+            .collect();
+        let required = committed
+            .iter()
+            .filter(|(t, _)| *t <= failed_at + tolerance)
+            .map(|(_, step)| *step)
+            .max();
+        for (rank, r) in &attempt.ranks {
+            match (required, r.resumed_from) {
+                (Some(step), None) => verdict.violation(
+                    Some(r.started),
+                    Some(*job),
+                    format!(
+                        "job {job}.{number} rank {rank} started from scratch; checkpoint {step} had been committed"
+                    ),
+                ),
+                (Some(step), Some(from)) if from < step => verdict.violation(
+                    Some(r.started),
+                    Some(*job),
+                    format!(
+                        "job {job}.{number} rank {rank} resumed from {from}, behind committed checkpoint {step}"
+                    ),
+                ),
+                _ => {}
+            }
+            if let Some(from) = r.resumed_from {
+                if committed.iter().all(|(_, step)| *step != from) {
+                    verdict.violation(
+                        Some(r.started),
+                        Some(*job),
+                        format!(
+                            "job {job}.{number} rank {rank} resumed from {from}, which no attempt committed"
+                        ),
+                    );
+                }
+                if let Some(step) = required {
+                    lost_steps_total += step.saturating_sub(from);
+                }
+            }
+        }
+        resumed += 1;
+    }
+    verdict.measure("resumed_attempts", f64::from(resumed));
+    verdict.measure("steps_behind_total", lost_steps_total as f64);
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Builder;
+
+    fn base() -> Builder {
+        let mut b = Builder::new();
+        b.start(100, (1, 1), "gpu01", (0, 1), &[0], None)
+            .checkpoint(1_000, (1, 1), 10)
+            .checkpoint(2_000, (1, 1), 20);
+        b
+    }
+
+    #[test]
+    fn resuming_from_the_last_committed_checkpoint_passes() {
+        let mut b = base();
+        b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(20))
+            .start(5_000, (2, 2), "gpu03", (0, 1), &[0], None);
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("resumed_attempts"), Some(2.0));
+    }
+
+    #[test]
+    fn restarting_from_scratch_or_from_an_old_checkpoint_is_caught() {
+        let mut b = base();
+        b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], None)
+            .checkpoint(6_000, (1, 2), 30)
+            .start(9_000, (1, 3), "gpu02", (0, 1), &[0], Some(20));
+        let verdict = check(&b.history());
+        let text = format!("{:?}", verdict.violations);
+        assert!(
+            text.contains("1.2 rank 0 started from scratch; checkpoint 20"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1.3 rank 0 resumed from 20, behind committed checkpoint 30"),
+            "{text}"
+        );
+        assert_eq!(verdict.violations.len(), 2, "{text}");
+    }
+
+    #[test]
+    fn resuming_from_a_checkpoint_never_committed_is_caught() {
+        let mut b = base();
+        b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(25));
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert!(
+            verdict.violations[0]
+                .message
+                .contains("which no attempt committed")
+        );
+    }
+}
