@@ -118,6 +118,14 @@ pub enum Command {
         #[command(subcommand)]
         action: LocalAction,
     },
+    /// The chaos suite (`corral-chaos`, installed beside corral): `corral chaos
+    /// run --scenario kill-leader`, `corral chaos check HISTORY`, `corral chaos list`.
+    #[command(disable_help_flag = true)]
+    Chaos {
+        /// corral-chaos's own arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Slurm's scontrol (reached through a link named `scontrol`): `corral scontrol -- ARGS`.
     #[command(hide = true, disable_help_flag = true)]
     Scontrol {

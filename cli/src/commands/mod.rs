@@ -20,6 +20,7 @@ mod wait;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::CommandFactory;
 
 use crate::args::{Cli, Command};
@@ -60,6 +61,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(&args, global.json),
         Command::Local { action } => local::run(action, global.json).await,
         Command::Scontrol { args } => scontrol::run(&args, &global).await,
+        Command::Chaos { args } => chaos(&args),
         Command::Shims { dir } => shims::run(&dir),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "corral", &mut std::io::stdout());
@@ -67,6 +69,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo(args) => demo::run(&args).await,
     }
+}
+
+/// `corral chaos ARGS`: runs `corral-chaos ARGS` (installed beside corral)
+/// and exits as it does.
+fn chaos(args: &[String]) -> anyhow::Result<ExitCode> {
+    let program = local::sibling_binary("corral-chaos")?;
+    let status = std::process::Command::new(&program)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    Ok(ExitCode::from(
+        status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .unwrap_or(1),
+    ))
 }
 
 /// Prints a value as pretty JSON.

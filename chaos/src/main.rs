@@ -1,0 +1,291 @@
+//! corral-chaos: starts a real corral cluster (three controllers and agents
+//! with simulated GPUs, as processes), runs a seeded workload of trainer jobs
+//! and client operations while a nemesis injects faults, records the history,
+//! and checks it with corral-jepsen's checkers. Every run prints the verdict
+//! table, writes `history.jsonl` and `report.html`, and exits 1 on any
+//! violation. `check` checks a history recorded elsewhere (an operator's own
+//! cluster).
+//!
+//! Start at `run` below, then `workload` (clients), `trainer` (the jobs),
+//! `nemesis` (faults) and `recorder` (the history).
+
+mod cluster;
+mod finals;
+mod nemesis;
+mod recorder;
+mod scenario;
+mod trainer;
+mod workload;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use corral_jepsen::history::{EventKind, HISTORY_VERSION, Header, History};
+use corral_jepsen::recovery::recovery;
+use corral_jepsen::report::{recovery_table, timeline_html, verdict_table};
+use corral_jepsen::{Verdict, check_all};
+
+use crate::cluster::Cluster;
+use crate::recorder::Recorder;
+
+#[derive(Parser)]
+#[command(
+    name = "corral-chaos",
+    about = "Fault injection against a real corral cluster, checked from the recorded history"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario on a fresh local cluster and check it.
+    Run(RunArgs),
+    /// Check a recorded history (`history.jsonl`).
+    Check {
+        /// The history.
+        history: PathBuf,
+        /// Write the timeline page here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// The scenarios `run` knows.
+    List,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The scenario (`corral-chaos list`).
+    #[arg(long, default_value = "mixed")]
+    scenario: String,
+    /// The seed of the workload and the fault schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds of workload and faults (the cluster then drains).
+    #[arg(long, default_value_t = 45)]
+    duration_s: u64,
+    /// Seconds after the last fault healed within which every job must end.
+    #[arg(long, default_value_t = 120)]
+    liveness_s: u64,
+    /// Where the cluster, the jobs' files, the history and the report go
+    /// (emptied first; default: chaos-runs/SCENARIO-SEED).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The `corral` binary (default: beside this one).
+    #[arg(long)]
+    corral: Option<PathBuf>,
+    /// Nodes (agents), 8 simulated GPUs each.
+    #[arg(long, default_value_t = 4)]
+    nodes: u32,
+    /// Client threads.
+    #[arg(long, default_value_t = 3)]
+    clients: u32,
+    /// Percent of trainers that run 20-25 s (the rest 3-9 s).
+    #[arg(long, default_value_t = 15)]
+    long_pct: u32,
+}
+
+/// The agents' lease (corral's default), which bounds how long a cut-off
+/// node's attempt may run on.
+const LEASE_MS: u64 = 10_000;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Check { history, report } => check(&history, report.as_deref()),
+        Command::List => {
+            for s in scenario::all() {
+                println!("{:<22} {}", s.name, s.about);
+            }
+            Ok(true)
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("corral-chaos: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Checks a history file; true when every promise held.
+fn check(path: &Path, report: Option<&Path>) -> anyhow::Result<bool> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let history = History::parse(&text).with_context(|| format!("reading {}", path.display()))?;
+    let verdicts = check_all(&history);
+    print!("{}", recovery_table(&recovery(&history)));
+    print!("{}", verdict_table(&verdicts));
+    if let Some(report) = report {
+        std::fs::write(report, timeline_html(&history, &verdicts))
+            .with_context(|| format!("writing {}", report.display()))?;
+        println!("report: {}", report.display());
+    }
+    Ok(verdicts.iter().all(Verdict::holds))
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<bool> {
+    let scenario = scenario::named(&args.scenario).with_context(|| {
+        format!(
+            "no scenario '{}': `corral-chaos list` names them",
+            args.scenario
+        )
+    })?;
+    let corral = match &args.corral {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("this program has no directory")?
+            .join("corral"),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("chaos-runs/{}-{}", scenario.name, args.seed)));
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("emptying {}", out.display()))?;
+    }
+    std::fs::create_dir_all(&out)?;
+    let out = out.canonicalize()?;
+    workload::prepare(&out)?;
+    println!(
+        "corral-chaos: scenario {} (seed {}): {}",
+        scenario.name, args.seed, scenario.about
+    );
+    let cluster = Cluster::up(&corral, &out.join("cluster"), 3, args.nodes)?;
+    let recorder = Recorder::new(Header {
+        corral_history: HISTORY_VERSION,
+        scenario: scenario.name.to_string(),
+        seed: args.seed,
+        lease_ms: LEASE_MS,
+        liveness_bound_ms: args.liveness_s * 1000,
+        clock_tolerance_ms: 500,
+    });
+    let shared = workload::Shared {
+        cluster: &cluster,
+        recorder: &recorder,
+        run_dir: out.clone(),
+        stop: AtomicBool::new(false),
+        next_op: AtomicU64::new(1),
+        jobs: Mutex::new(Vec::new()),
+    };
+    let faults_stop = AtomicBool::new(false);
+    let observer_stop = AtomicBool::new(false);
+    let load = workload::Workload {
+        clients: args.clients,
+        pace: Duration::from_millis(1500),
+        seed: args.seed,
+        gpus_per_node: 4,
+        long_pct: args.long_pct.min(100),
+    };
+    let drained = std::thread::scope(|outer| {
+        outer.spawn(|| observe_leaders(&cluster, &recorder, &observer_stop));
+        std::thread::scope(|scope| {
+            scope.spawn(|| workload::run(load, &shared));
+            scope.spawn(|| {
+                nemesis::run(
+                    &cluster,
+                    &recorder,
+                    (&scenario.faults, scenario.interval, args.seed),
+                    &faults_stop,
+                )
+            });
+            std::thread::sleep(Duration::from_secs(args.duration_s));
+            shared.stop.store(true, Ordering::SeqCst);
+            faults_stop.store(true, Ordering::SeqCst);
+        });
+        // The clients and the nemesis are done: the last fault is healed.
+        // Let every job end, then note who leads.
+        let drained = drain(&cluster, Duration::from_secs(args.liveness_s));
+        if let Some((leader, term)) = cluster.leader() {
+            recorder.record(EventKind::Leader {
+                replica: leader,
+                term,
+            });
+        }
+        observer_stop.store(true, Ordering::SeqCst);
+        drained
+    });
+    let finals = finals::read(&cluster, &recorder)?;
+    finals::record(&recorder, finals);
+    recorder.read_job_events(&out.join("events"))?;
+    let history = recorder.history();
+    let history_path = out.join("history.jsonl");
+    std::fs::write(&history_path, history.to_jsonl())?;
+    let verdicts = check_all(&history);
+    let report_path = out.join("report.html");
+    std::fs::write(&report_path, timeline_html(&history, &verdicts))?;
+    summary(&history, &verdicts, drained);
+    println!(
+        "history: {}\nreport:  {}",
+        history_path.display(),
+        report_path.display()
+    );
+    Ok(verdicts.iter().all(Verdict::holds))
+}
+
+/// Polls who leads until `stop`, recording each change.
+fn observe_leaders(cluster: &Cluster, recorder: &Recorder, stop: &AtomicBool) {
+    let mut last = None;
+    while !stop.load(Ordering::SeqCst) {
+        if let Some((leader, term)) = cluster.leader()
+            && last != Some((leader, term))
+        {
+            last = Some((leader, term));
+            recorder.record(EventKind::Leader {
+                replica: leader,
+                term,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Waits until no job is pending or running, up to `patience`; how long it
+/// took, or `None` when jobs were left.
+fn drain(cluster: &Cluster, patience: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < patience {
+        if let Ok(out) = cluster.corral(&["--json", "queue"], Duration::from_secs(10))
+            && out.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .ok()
+                .and_then(|v| v.as_array().map(Vec::is_empty))
+                == Some(true)
+        {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
+
+/// The verdict table and what the run did.
+fn summary(history: &History, verdicts: &[Verdict], drained: Option<Duration>) {
+    let count =
+        |f: &dyn Fn(&EventKind) -> bool| history.events.iter().filter(|e| f(&e.kind)).count();
+    let faults = count(&|k| matches!(k, EventKind::FaultBegin { .. }));
+    let skipped = count(&|k| matches!(k, EventKind::FaultSkipped { .. }));
+    let operations = count(&|k| matches!(k, EventKind::Invoke { .. }));
+    let jobs = history.finals().count();
+    let attempts: usize = history.finals().map(|j| j.attempts.len()).sum();
+    println!(
+        "{:.0} s: {faults} faults injected ({skipped} skipped), {operations} client operations, {jobs} jobs, {attempts} attempts; drained {}",
+        history.end() as f64 / 1000.0,
+        drained.map_or("NOT within the bound".to_string(), |d| format!(
+            "in {:.1} s",
+            d.as_secs_f64()
+        ))
+    );
+    print!("{}", recovery_table(&recovery(history)));
+    print!("{}", verdict_table(verdicts));
+}

@@ -1,0 +1,103 @@
+//! The scenarios: which faults, how often. Each runs the same workload.
+
+use std::time::Duration;
+
+use crate::nemesis::Fault;
+
+/// A named fault schedule.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    /// What it shows, in a sentence.
+    pub about: &'static str,
+    pub faults: Vec<Fault>,
+    /// Time between one fault's heal and the next fault.
+    pub interval: Duration,
+}
+
+/// Every scenario, in the order `corral-chaos list` prints them.
+pub fn all() -> Vec<Scenario> {
+    let s = |name, about, faults: Vec<Fault>, secs| Scenario {
+        name,
+        about,
+        faults,
+        interval: Duration::from_secs(secs),
+    };
+    vec![
+        s(
+            "none",
+            "no faults: the workload and checkers alone",
+            vec![],
+            10,
+        ),
+        s(
+            "kill-leader",
+            "SIGKILL the leader, restart it 2 s later",
+            vec![Fault::KillLeader],
+            8,
+        ),
+        s(
+            "pause-leader",
+            "SIGSTOP the leader for 3 s or 12 s (longer than the agents' lease)",
+            vec![Fault::PauseLeader(3), Fault::PauseLeader(12)],
+            6,
+        ),
+        s(
+            "kill-controller",
+            "SIGKILL a controller at random, restart it 2 s later",
+            vec![Fault::KillController],
+            6,
+        ),
+        s(
+            "kill-all-controllers",
+            "SIGKILL every controller, restart them 2 s later",
+            vec![Fault::KillAllControllers],
+            10,
+        ),
+        s(
+            "restart-controller",
+            "stop a controller (SIGTERM) and start it from its disk",
+            vec![Fault::RestartController],
+            6,
+        ),
+        s(
+            "kill-agent",
+            "SIGKILL a node's agent, restart it 3 s later",
+            vec![Fault::KillAgent],
+            8,
+        ),
+        s(
+            "pause-agent",
+            "SIGSTOP a node's agent for 18 s, past lease and margin: its watchdog kills its jobs before the leader runs them elsewhere",
+            vec![Fault::PauseAgent(18)],
+            6,
+        ),
+        s(
+            "xid",
+            "XID 79 (GPU lost) and XID 13 (application error) on GPUs jobs use",
+            vec![Fault::XidCritical, Fault::XidApplication],
+            5,
+        ),
+        s(
+            "mixed",
+            "every fault above, in a seeded random order",
+            vec![
+                Fault::KillLeader,
+                Fault::PauseLeader(3),
+                Fault::KillController,
+                Fault::KillAllControllers,
+                Fault::RestartController,
+                Fault::KillAgent,
+                Fault::PauseAgent(18),
+                Fault::XidCritical,
+                Fault::XidApplication,
+            ],
+            5,
+        ),
+    ]
+}
+
+/// The scenario called `name`.
+pub fn named(name: &str) -> Option<Scenario> {
+    all().into_iter().find(|s| s.name == name)
+}

@@ -1,0 +1,73 @@
+//! The workload's jobs: trainers that record, from inside, what the checkers
+//! need. A batch script starts one rank per node with `srun`; each rank
+//! records its start (attempt, node, rank, GPUs, the checkpoint it resumes
+//! from) and every step (its signs of life), and rank 0 writes a checkpoint every few steps and reports
+//! it with `corral checkpoint`, recording it once the report is committed.
+//! The batch script records its own end (`batch_exit`) once `srun` returns.
+//! Events are JSON lines with the wall clock (`wall_ms`) appended to
+//! `EVENTS/JOB.jsonl`; the runner shifts them onto the run's clock.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+/// Writes the rank program into `dir` (once per run); returns its path.
+pub fn install_rank_program(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let path = dir.join("rank.sh");
+    std::fs::write(&path, RANK).with_context(|| format!("writing {}", path.display()))?;
+    let mut permissions = std::fs::metadata(&path)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&path, permissions)?;
+    Ok(path)
+}
+
+/// A trainer's batch script: `nodes` nodes with `gpus` GPUs each, `steps`
+/// steps of 100 ms, a checkpoint every `every` steps.
+pub fn batch_script(
+    name: &str,
+    (nodes, gpus): (u32, u32),
+    (steps, every): (u32, u32),
+    run_dir: &Path,
+    cluster_bin: &Path,
+    corral: &Path,
+) -> String {
+    format!(
+        "#!/bin/bash\n#SBATCH -J {name}\n#SBATCH -N {nodes}\n#SBATCH --gpus-per-node={gpus}\n#SBATCH --output={out}/%j.out\nexport PATH={bin}:$PATH\nexport CHAOS_EVENTS={events}\nexport CHAOS_CORRAL={corral}\nsrun {rank} {steps} {every}\nstatus=$?\nus=${{EPOCHREALTIME/./}}\nprintf '{{\"wall_ms\":%s,\"ev\":\"batch_exit\",\"job\":%s,\"attempt\":%s,\"node\":\"%s\",\"status\":%s}}\\n' \"${{us:0:-3}}\" \"$SLURM_JOB_ID\" \"$((${{SLURM_RESTART_COUNT:-0}} + 1))\" \"$SLURMD_NODENAME\" \"$status\" >> {events}/$SLURM_JOB_ID.jsonl\nexit $status\n",
+        out = run_dir.join("out").display(),
+        bin = cluster_bin.display(),
+        events = run_dir.join("events").display(),
+        corral = corral.display(),
+        rank = run_dir.join("rank.sh").display(),
+    )
+}
+
+/// One rank: `rank.sh STEPS EVERY`.
+const RANK: &str = r#"#!/bin/bash
+steps=$1
+every=$2
+attempt=$((${SLURM_RESTART_COUNT:-0} + 1))
+log="$CHAOS_EVENTS/$SLURM_JOB_ID.jsonl"
+# Milliseconds since the epoch without a fork (bash 5's EPOCHREALTIME).
+ev() { local us=${EPOCHREALTIME/./}; printf '{"wall_ms":%s,"job":%s,"attempt":%s,%s}\n' "${us:0:-3}" "$SLURM_JOB_ID" "$attempt" "$1" >> "$log"; }
+step=0
+resumed=null
+if [ -n "$CORRAL_RESUME_FROM" ] && [ -f "$CORRAL_RESUME_FROM" ]; then
+  step=$(cat "$CORRAL_RESUME_FROM")
+  resumed=$step
+fi
+gpus=${CUDA_VISIBLE_DEVICES:-}
+ev "\"ev\":\"attempt_start\",\"node\":\"$SLURMD_NODENAME\",\"rank\":$SLURM_NODEID,\"nodes\":$SLURM_NNODES,\"gpus\":[$gpus],\"resumed_from\":$resumed"
+while [ "$step" -lt "$steps" ]; do
+  sleep 0.1
+  step=$((step + 1))
+  ev "\"ev\":\"step\",\"rank\":$SLURM_NODEID,\"step\":$step"
+  if [ "$SLURM_NODEID" -eq 0 ] && [ $((step % every)) -eq 0 ]; then
+    file="$CORRAL_CHECKPOINT_DIR/step-$step"
+    echo "$step" > "$file"
+    if "$CHAOS_CORRAL" checkpoint --step "$step" --path "$file" >/dev/null 2>&1; then
+      ev "\"ev\":\"checkpoint\",\"step\":$step"
+    fi
+  fi
+done
+ev "\"ev\":\"attempt_exit\",\"node\":\"$SLURMD_NODENAME\",\"rank\":$SLURM_NODEID,\"status\":0,\"step\":$step"
+"#;

@@ -1,0 +1,80 @@
+//! The chaos matrix CI runs: every scenario of `corral-chaos list`, each a
+//! short run on a fresh local cluster of real processes, checked by every
+//! checker. A scenario that breaks a promise fails the test with its verdict
+//! table; its directory (history, report, the cluster's logs) is kept.
+//!
+//! Needs the workspace's binaries (`corral`, `corrald`, `corral-agent`)
+//! beside `corral-chaos`: `cargo test --workspace` builds them all.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Seconds of workload and faults per scenario.
+const DURATION_S: &str = "20";
+
+fn chaos_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corral-chaos"))
+}
+
+fn scenarios() -> Vec<String> {
+    let out = Command::new(chaos_bin()).arg("list").output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn every_scenario_keeps_every_promise() {
+    let corral = chaos_bin().with_file_name("corral");
+    assert!(
+        corral.exists(),
+        "{} is missing: build the workspace's binaries first (cargo build --bins)",
+        corral.display()
+    );
+    let scenarios = scenarios();
+    assert!(scenarios.len() >= 10, "only {} scenarios", scenarios.len());
+    let root = tempfile::tempdir().unwrap();
+    let mut failed = Vec::new();
+    for (seed, scenario) in scenarios.iter().enumerate() {
+        let out_dir = root.path().join(scenario);
+        // Long trainers (20-25 s) only where they matter: a hung agent's job
+        // must outlive its node's down declaration for the watchdog to be
+        // tested; elsewhere they only lengthen the drain.
+        let long_pct = if scenario.starts_with("pause-agent") {
+            "40"
+        } else {
+            "0"
+        };
+        let out = Command::new(chaos_bin())
+            .args(["run", "--scenario", scenario, "--duration-s", DURATION_S])
+            .args(["--long-pct", long_pct])
+            .args(["--seed", &(seed as u64 + 1).to_string()])
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{stdout}");
+        if !out.status.success() {
+            failed.push(format!(
+                "{scenario} (exit {:?}):\n{stdout}\n{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    if !failed.is_empty() {
+        let kept = root.keep();
+        panic!(
+            "{} scenario(s) broke a promise (histories, reports and logs kept in {}):\n{}",
+            failed.len(),
+            kept.display(),
+            failed.join("\n")
+        );
+    }
+}
