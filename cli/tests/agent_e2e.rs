@@ -5,7 +5,8 @@
 //! down-timeout; a stopped (hung) agent's watchdog kills its job when the lease
 //! runs out; an agent cut off from every controller kills its job itself;
 //! launches that stall longer than the lease (hung shared storage) do not
-//! stop heartbeats.
+//! stop heartbeats; processes that survive SIGKILL drain their node, named,
+//! and the job runs elsewhere.
 
 #![allow(clippy::unwrap_used)]
 
@@ -355,6 +356,91 @@ fn heartbeats_go_on_while_launches_stall_longer_than_the_lease() {
         lapsed.is_empty(),
         "the lease lapsed while launches stalled:\n{}",
         lapsed.join("\n")
+    );
+}
+
+/// The freezer cgroup (v1) hierarchy, when this machine has one we may write.
+fn freezer() -> Option<std::path::PathBuf> {
+    let root = Path::new("/sys/fs/cgroup/freezer");
+    let probe = root.join(format!("corral-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    let _ = std::fs::remove_dir(&probe);
+    Some(root.to_path_buf())
+}
+
+#[test]
+fn unkillable_processes_drain_the_node_naming_them_and_the_job_runs_elsewhere() {
+    // A frozen process (a freezer cgroup, as a stuck NFS read or a D-state
+    // driver call holds one) cannot die of SIGKILL until thawed.
+    let Some(freezer) = freezer() else {
+        eprintln!("skipped: no writable freezer cgroup (v1) to make a process unkillable");
+        return;
+    };
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    for agent in ["agent-gpu01", "agent-gpu02"] {
+        signal(pid_of(dir, agent), "-TERM");
+        wait_until(Duration::from_secs(30), "the agent stops", || {
+            !alive(pid_of(dir, agent))
+        });
+        cluster.restart_with_env(agent, &["CORRAL_AGENT_UNKILLABLE_TIMEOUT_S=3".to_string()]);
+    }
+    let path = script(
+        dir,
+        "stuck.sh",
+        "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --output=stuck-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/stuck.pid\"\nsleep 600\n",
+    );
+    let (id, node) = submit_and_start(&cluster, &path);
+    let pid = job_pid(dir, "stuck", Duration::from_secs(30));
+    let cgroup = freezer.join(format!("corral-test-{pid}"));
+    std::fs::create_dir(&cgroup).unwrap();
+    std::fs::write(cgroup.join("cgroup.procs"), pid.to_string()).unwrap();
+    std::fs::write(cgroup.join("freezer.state"), "FROZEN").unwrap();
+    let thaw = || {
+        let _ = std::fs::write(cgroup.join("freezer.state"), "THAWED");
+        wait_until(Duration::from_secs(30), "the thawed process dies", || {
+            !alive(pid)
+        });
+        let _ = std::fs::remove_dir(&cgroup);
+    };
+    // Ending the attempt: SIGKILL cannot take the frozen script.
+    let out = cluster.corral("user-corral-admin", &["requeue", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rerun = std::panic::catch_unwind(|| {
+        wait_job(
+            &cluster,
+            &id,
+            Duration::from_secs(60),
+            "a second attempt",
+            |j| j["state"] == "Running" && j["attempts"].as_array().is_some_and(|a| a.len() == 2),
+        )
+    });
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", &node]))
+            .unwrap();
+    let still_frozen = alive(pid);
+    thaw();
+    let rerun = rerun.unwrap_or_else(|_| panic!("the job was not run again\n{}", logs(dir)));
+    assert!(
+        still_frozen,
+        "the frozen process died before the test looked"
+    );
+    assert_ne!(
+        rerun["attempts"][1]["allocation"][0]["node"].as_str(),
+        Some(node.as_str()),
+        "the second attempt ran on the node that still held the first"
+    );
+    let reason = nodes["nodes"][0]["drain"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains(&format!("job {id}")) && reason.contains(&pid.to_string()),
+        "{node}'s drain reason does not name the job and the process: {:?}",
+        nodes["nodes"][0]
     );
 }
 

@@ -84,7 +84,7 @@ struct Args {
     reattach_jitter_ms: u64,
     /// Seconds processes may survive SIGKILL before their attempt is given up
     /// on and the node drained (Slurm's UnkillableStepTimeout).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, env = "CORRAL_AGENT_UNKILLABLE_TIMEOUT_S", default_value_t = 60)]
     unkillable_timeout_s: u64,
     /// Seconds between SIGTERM and SIGKILL for the jobs of this node when the
     /// agent is stopped (SIGTERM or Ctrl-C).
