@@ -6,7 +6,8 @@
 //! runs out; an agent cut off from every controller kills its job itself;
 //! launches that stall longer than the lease (hung shared storage) do not
 //! stop heartbeats; processes that survive SIGKILL drain their node, named,
-//! and the job runs elsewhere.
+//! and the job runs elsewhere; an agent that dies just after registering
+//! still has its node declared down.
 
 #![allow(clippy::unwrap_used)]
 
@@ -356,6 +357,45 @@ fn heartbeats_go_on_while_launches_stall_longer_than_the_lease() {
         lapsed.is_empty(),
         "the lease lapsed while launches stalled:\n{}",
         lapsed.join("\n")
+    );
+}
+
+/// gpu01's record, as `corral --json nodes -n gpu01` shows it.
+fn gpu01(cluster: &LocalCluster) -> serde_json::Value {
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-corral-admin", &["--json", "nodes", "-n", "gpu01"]))
+            .unwrap();
+    nodes["nodes"][0].clone()
+}
+
+#[test]
+fn an_agent_that_dies_just_after_registering_is_declared_down() {
+    let cluster = LocalCluster::start_with_agents(3, 2);
+    let dir = cluster.dir.path();
+    let first_boot = gpu01(&cluster)["registration"]["boot_id"].clone();
+    signal(pid_of(dir, "agent-gpu01"), "-TERM");
+    wait_until(Duration::from_secs(30), "agent-gpu01 stops", || {
+        !alive(pid_of(dir, "agent-gpu01"))
+    });
+    cluster.restart("agent-gpu01");
+    // SIGKILL the new agent as soon as its registration is committed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gpu01(&cluster)["registration"]["boot_id"] == first_boot {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted agent never registered"
+        );
+    }
+    signal(pid_of(dir, "agent-gpu01"), "-KILL");
+    let killed = Instant::now();
+    // Declared down after lease and margin (15 s); the patience only
+    // catches a node that is never declared down.
+    wait_until(Duration::from_secs(60), "gpu01 declared down", || {
+        gpu01(&cluster)["availability"].get("Down").is_some()
+    });
+    eprintln!(
+        "gpu01 declared down {:.1} s after its agent died",
+        killed.elapsed().as_secs_f64()
     );
 }
 
