@@ -129,10 +129,17 @@ impl Cluster {
 
     /// `corral local start NAME`: brings a stopped process back.
     pub fn start(&self, name: &str) -> anyhow::Result<()> {
+        self.start_with_env(name, &[])
+    }
+
+    /// `corral local start NAME --env K=V...`: brings a stopped process back
+    /// with extra environment (a skewed clock).
+    pub fn start_with_env(&self, name: &str, env: &[String]) -> anyhow::Result<()> {
         let out = Command::new(&self.corral)
             .args(["local", "start", "--dir"])
             .arg(&self.dir)
             .arg(name)
+            .args(env.iter().flat_map(|pair| ["--env", pair.as_str()]))
             .output()
             .context("running corral local start")?;
         if !out.status.success() {

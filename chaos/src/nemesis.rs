@@ -32,6 +32,10 @@ pub enum Fault {
     KillAgent,
     /// SIGSTOP an agent for this many seconds (a hung node).
     PauseAgent(u64),
+    /// Restart a follower with its clock this many seconds fast
+    /// (libfaketime), hold it there for 8 s, then restart it with the true
+    /// clock: only the leader's clock may reach the log.
+    SkewFollower(i64),
     /// XID 79 (fallen off the bus) on a GPU a job uses: the job is killed
     /// everywhere and requeued, the GPU drained.
     XidCritical,
@@ -50,6 +54,7 @@ impl Fault {
             Fault::PauseLeader(s) => format!("pause-leader-{s}s"),
             Fault::KillAgent => "kill-agent".into(),
             Fault::PauseAgent(s) => format!("pause-agent-{s}s"),
+            Fault::SkewFollower(s) => format!("skew-follower{s:+}s"),
             Fault::XidCritical => "xid-79".into(),
             Fault::XidApplication => "xid-13".into(),
         }
@@ -97,6 +102,13 @@ fn sleep_unless_stopped(time: Duration, stop: &AtomicBool) -> bool {
     }
     stop.load(Ordering::SeqCst)
 }
+
+/// Where Debian's faketime package puts the library.
+const FAKETIME_LIBRARIES: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+];
 
 fn controller(id: u64) -> String {
     format!("controller-{id}")
@@ -179,6 +191,36 @@ fn inject(
             cluster.signal(&target, Signal::SIGSTOP)?;
             std::thread::sleep(Duration::from_secs(seconds));
             cluster.signal(&target, Signal::SIGCONT)?;
+            healed();
+        }
+        Fault::SkewFollower(seconds) => {
+            let library = FAKETIME_LIBRARIES
+                .iter()
+                .find(|p| std::path::Path::new(p).exists())
+                .context("libfaketime is not installed (apt-get install faketime)")?;
+            let (leader, _) = cluster.leader().context("no controller names a leader")?;
+            let followers: Vec<u64> = (1..=u64::from(cluster.controllers))
+                .filter(|id| *id != leader)
+                .collect();
+            if followers.is_empty() {
+                anyhow::bail!("no follower to skew");
+            }
+            let target = controller(followers[rng.random_range(0..followers.len())]);
+            begin(&target);
+            cluster.signal(&target, Signal::SIGKILL)?;
+            wait_gone(cluster, &target, Duration::from_secs(20))?;
+            cluster.start_with_env(
+                &target,
+                &[
+                    format!("LD_PRELOAD={library}"),
+                    format!("FAKETIME={seconds:+}s"),
+                    "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+                ],
+            )?;
+            std::thread::sleep(Duration::from_secs(8));
+            cluster.signal(&target, Signal::SIGKILL)?;
+            wait_gone(cluster, &target, Duration::from_secs(20))?;
+            cluster.start(&target)?;
             healed();
         }
         Fault::XidCritical | Fault::XidApplication => {

@@ -79,6 +79,12 @@ pub fn all() -> Vec<Scenario> {
             5,
         ),
         s(
+            "skew-follower",
+            "restart a follower with its clock an hour fast, then slow, for 8 s each time",
+            vec![Fault::SkewFollower(3600), Fault::SkewFollower(-3600)],
+            5,
+        ),
+        s(
             "mixed",
             "every fault above, in a seeded random order",
             vec![
@@ -89,6 +95,7 @@ pub fn all() -> Vec<Scenario> {
                 Fault::RestartController,
                 Fault::KillAgent,
                 Fault::PauseAgent(18),
+                Fault::SkewFollower(3600),
                 Fault::XidCritical,
                 Fault::XidApplication,
             ],
