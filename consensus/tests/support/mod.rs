@@ -31,6 +31,17 @@ pub fn timing() -> RaftTiming {
     }
 }
 
+/// The next port for a replica's first start: from a block of 2,000 below
+/// the ephemeral range (32768 and up on Linux), chosen by this process's id,
+/// so test processes running side by side rarely meet (a port in use is
+/// skipped).
+fn next_fixed_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let block = 12_000 + (std::process::id() % 10) as u16 * 2_000;
+    block + NEXT.fetch_add(1, Ordering::Relaxed) % 2_000
+}
+
 pub struct TestCluster {
     pub ca: ClusterCa,
     pub dirs: BTreeMap<ReplicaId, TempDir>,
@@ -75,22 +86,30 @@ impl TestCluster {
             .or_insert_with(|| tempfile::tempdir().unwrap())
             .path()
             .to_path_buf();
-        let listen = self
-            .addrs
-            .get(&id)
-            .copied()
-            .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
         let tls = controller_tls(&self.ca, id);
-        let config = ReplicaConfig {
+        let config = |listen| ReplicaConfig {
             id,
             listen,
-            data_dir: dir,
-            tls,
+            data_dir: dir.clone(),
+            tls: tls.clone(),
             timing: self.timing.clone(),
             cluster_name: "test".into(),
             clock: None,
         };
-        let replica = Replica::start(config).await.unwrap();
+        let replica = match self.addrs.get(&id) {
+            Some(listen) => Replica::start(config(*listen)).await.unwrap(),
+            // A first start takes a port below the kernel's ephemeral range,
+            // so that no other socket (an outgoing connection, another test's
+            // port 0) can take it while this replica is down for a restart.
+            None => loop {
+                let listen = SocketAddr::from(([127, 0, 0, 1], next_fixed_port()));
+                match Replica::start(config(listen)).await {
+                    Ok(replica) => break replica,
+                    Err(e) if e.to_string().contains("in use") => continue,
+                    Err(e) => panic!("replica {id} did not start: {e}"),
+                }
+            },
+        };
         self.addrs.insert(id, replica.peer_addr());
         self.replicas.insert(id, replica);
     }
