@@ -52,15 +52,7 @@ async fn run_async(args: &TestOnlyArgs) -> anyhow::Result<()> {
     let user = cluster.leader_client(&me).await?;
     let bob = cluster.leader_client("user-bob").await?;
     let dir = cluster.dir().to_path_buf();
-    submit(
-        &user,
-        &dir,
-        "blocker.sh",
-        "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\nsleep 3600\n",
-    )
-    .await
-    .context("submitting the job that takes every GPU")?;
-    queue_pending(&user, &dir, args.queued).await?;
+    take_every_gpu_and_queue(&user, &dir, args.queued).await?;
     let alone = timed_submissions(&user, &dir, args.submissions).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -105,8 +97,27 @@ async fn run_async(args: &TestOnlyArgs) -> anyhow::Result<()> {
     report.print(args.json)
 }
 
+/// Submits one job that takes every GPU of the two nodes for an hour, then
+/// queues `count` pending jobs behind it; returns the blocker's id.
+pub(crate) async fn take_every_gpu_and_queue(
+    user: &CorralClient<Channel>,
+    dir: &std::path::Path,
+    count: u32,
+) -> anyhow::Result<u64> {
+    let blocker = submit(
+        user,
+        dir,
+        "blocker.sh",
+        "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\nsleep 3600\n",
+    )
+    .await
+    .context("submitting the job that takes every GPU")?;
+    queue_pending(user, dir, count).await?;
+    Ok(blocker)
+}
+
 /// Queues `count` pending jobs that ask for whole nodes (arrays of up to 1,000).
-pub(crate) async fn queue_pending(
+async fn queue_pending(
     user: &CorralClient<Channel>,
     dir: &std::path::Path,
     count: u32,

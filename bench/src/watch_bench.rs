@@ -13,8 +13,8 @@ use clap::Args;
 use corral_proto::api::ListJobsRequest;
 
 use crate::figures::Report;
-use crate::local_cluster::{LocalCluster, current_user, submit};
-use crate::test_only_bench::{queue_pending, timed_submissions};
+use crate::local_cluster::{LocalCluster, current_user};
+use crate::test_only_bench::{take_every_gpu_and_queue, timed_submissions};
 
 /// Arguments of `corral-bench watch`.
 #[derive(Args)]
@@ -49,15 +49,7 @@ async fn run_async(args: &WatchArgs) -> anyhow::Result<()> {
     let me = format!("user-{}", current_user()?);
     let user = cluster.leader_client(&me).await?;
     let dir = cluster.dir().to_path_buf();
-    let blocker = submit(
-        &user,
-        &dir,
-        "blocker.sh",
-        "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=8\nsleep 3600\n",
-    )
-    .await
-    .context("submitting the job that takes every GPU")?;
-    queue_pending(&user, &dir, args.queued).await?;
+    let blocker = take_every_gpu_and_queue(&user, &dir, args.queued).await?;
 
     let cpu_before = controllers_cpu(&cluster)?;
     let started = Instant::now();

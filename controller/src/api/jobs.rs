@@ -163,7 +163,18 @@ pub async fn get(
             script,
         })
     };
-    if request.consistent {
+    read_state(ctx, request.consistent, read).await
+}
+
+/// Runs `read` on the state: linearizably when `consistent` (on the leader,
+/// after a quorum confirmed it leads; a follower answers not-the-leader), else
+/// on this replica's applied state.
+async fn read_state<T>(
+    ctx: &ApiContext,
+    consistent: bool,
+    read: impl FnOnce(&corral_state::ClusterState) -> Result<T, Status>,
+) -> Result<T, Status> {
+    if consistent {
         ctx.replica.read(read).await.map_err(status::read)?
     } else {
         ctx.replica.read_local(read).map_err(status::read)?
@@ -203,11 +214,7 @@ pub async fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobs
             next_after_job_id,
         })
     };
-    if consistent {
-        ctx.replica.read(read).await.map_err(status::read)?
-    } else {
-        ctx.replica.read_local(read).map_err(status::read)?
-    }
+    read_state(ctx, consistent, read).await
 }
 
 /// How many bytes of job records a page of `ListJobs` holds at most (plus

@@ -2,8 +2,8 @@
 //! the controllers keeps its attempt until its lease runs out, and the leader
 //! may place the job again only after declaring the node down (lease plus a
 //! margin, counted from its own election), so overlaps are impossible by
-//! design; the lease is the bound allowed for clock error between the
-//! observers, and every overlap found is reported with its length.
+//! design: only the header's clock tolerance is allowed (the observers'
+//! clocks), and every overlap found is reported with its length.
 
 use std::collections::BTreeMap;
 
