@@ -382,6 +382,24 @@ pub enum LocalAction {
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
     },
+    /// Partition a cluster started with --netns: every packet between each
+    /// process of ONE and each of OTHER is dropped, both ways (comma lists of
+    /// the names `status` lists). Cuts add up until `heal`.
+    Cut {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+        /// One side, e.g. `controller-1`.
+        #[arg(value_delimiter = ',', required = true)]
+        one: Vec<String>,
+        /// The other side, e.g. `controller-2,controller-3,agent-gpu01`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        from: Vec<String>,
+    },
+    /// Lift every cut of a cluster started with --netns.
+    Heal {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+    },
     /// Inject an XID error into a simulated GPU of a local node.
     Xid {
         #[arg(long, default_value = "corral-local")]
@@ -446,6 +464,11 @@ pub struct LocalUpArgs {
     /// Start the controllers only (nodes stay down: jobs queue but never run).
     #[arg(long)]
     pub no_agents: bool,
+    /// Give every controller and agent a network namespace of its own on a
+    /// private bridge (root only), so that `corral local cut` can partition
+    /// them as a real network fault would.
+    #[arg(long)]
+    pub netns: bool,
 }
 
 #[cfg(test)]

@@ -246,6 +246,11 @@ impl Cluster {
         }
     }
 
+    /// The controllers' addresses as given (CORRAL_CLUSTER, --cluster).
+    pub fn addresses(&self) -> &[String] {
+        &self.settings.addresses
+    }
+
     /// A channel to `address`.
     pub async fn connect(&self, address: &str) -> anyhow::Result<Channel> {
         let endpoint = Endpoint::from_shared(format!("https://{address}"))

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::{
-    LocalCluster, alive, job_pid, logs, me, pid_of, script, signal, submit_and_start, wait_job,
-    wait_until,
+    LocalCluster, alive, job_pid, logs, me, netns_unsupported, pid_of, script, signal,
+    submit_and_start, wait_job, wait_until,
 };
 
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -143,6 +143,73 @@ fn a_paused_leader_holds_neither_jobs_nor_clients() {
     );
     std::fs::write(dir.join("pause.go"), "").unwrap();
     completed_once(&cluster, &id, &format!("pause-{id}.out"));
+}
+
+#[test]
+fn an_isolated_leader_holds_neither_jobs_nor_clients() {
+    // Alive but cut off: each process in a network namespace of its own, and
+    // every packet between the leader and the other controllers and the
+    // agents dropped (this machine, where clients run, still reaches it).
+    if let Some(why) = netns_unsupported() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let cluster = LocalCluster::start_with_args(3, &["--nodes", "2", "--netns"]);
+    let dir = cluster.dir.path();
+    let (id, _) = submit_and_start(&cluster, &waiting_job(dir, "cut", "cut.go", 120));
+    let pid = job_pid(dir, "cut", PATIENCE);
+    let old = leader(&cluster);
+    let old_api = cluster.api_of(old);
+    let others: Vec<String> = (1..=3)
+        .filter(|c| *c != old)
+        .map(|c| format!("controller-{c}"))
+        .chain(["agent-gpu01".to_string(), "agent-gpu02".to_string()])
+        .collect();
+    cluster.cut(&format!("controller-{old}"), &others);
+    // Typed at the cut-off leader first, while the cut lasts: answered by the
+    // majority's leader.
+    let old_first: Vec<String> = std::iter::once(old_api.clone())
+        .chain(cluster.addresses.iter().filter(|a| **a != old_api).cloned())
+        .collect();
+    let submitted = cluster.corral_at(
+        &me(),
+        &old_first.join(","),
+        &["submit", "--hold", "--parsable", "--wrap", "true"],
+    );
+    wait_until(PATIENCE, "a leader on the majority's side", || {
+        cluster.status()["leader"]
+            .as_u64()
+            .is_some_and(|new| new != old)
+    });
+    let new = leader(&cluster);
+    let new_api = cluster.api_of(new);
+    // Asked alone, the cut-off leader does not pass itself off as the leader.
+    let asked_old = cluster.corral_at("user-corral-admin", &old_api, &["--json", "cluster"]);
+    let view: serde_json::Value = serde_json::from_slice(&asked_old.stdout).unwrap_or_default();
+    wait_until(PATIENCE, "every agent to attach to the new leader", || {
+        cluster
+            .agent_log_lines(&format!("attached to the leader address={new_api}"))
+            .len()
+            >= 2
+    });
+    // Longer than the lease: an agent still waiting on the old leader would
+    // have fenced its jobs by now.
+    std::thread::sleep(Duration::from_secs(12));
+    let job_alive = alive(pid);
+    cluster.heal();
+    assert!(
+        submitted.status.success(),
+        "a submission typed during the cut failed: {}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    assert_eq!(view["leader"].as_u64(), Some(new), "{view}");
+    assert!(
+        job_alive,
+        "the job died while the leader was cut off\n{}",
+        logs(dir)
+    );
+    std::fs::write(dir.join("cut.go"), "").unwrap();
+    completed_once(&cluster, &id, &format!("cut-{id}.out"));
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         corrald: None,
         corral_agent: None,
         no_agents: false,
+        netns: false,
     })
     .await?;
     let outcome = drive(&cluster.dir, &cluster.addresses, &cluster.user).await;

@@ -24,6 +24,11 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
             };
             format!("{id}{addr}")
         }
+        None if reply.leadership_unconfirmed => format!(
+            "none confirmed: replica {} led, but no quorum has answered it lately (it may be \
+             cut off from the others; ask another controller)",
+            reply.this_id
+        ),
         None => "none (an election is under way; retry in a moment)".to_string(),
     };
     let optional = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
@@ -148,6 +153,7 @@ mod tests {
             jobs_running: 2,
             nodes: 16,
             clock_ms: 1_795_248_000_000,
+            leadership_unconfirmed: false,
         }
     }
 
@@ -185,6 +191,19 @@ ID ROLE    PEER          API            LAG CLOCK_MS
         assert!(out.contains("Leader:  none (an election is under way; retry in a moment)\n"));
         assert!(
             out.contains(" 2 voter   10.0.0.2:7001 10.0.0.2:7000   -        - (this)\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_leader_no_quorum_answers_names_no_leader_and_says_why() {
+        let mut reply = reply();
+        reply.leader_id = None;
+        reply.leader_api_addr.clear();
+        reply.leadership_unconfirmed = true;
+        let out = cluster_status(&reply);
+        assert!(
+            out.contains("Leader:  none confirmed: replica 1 led, but no quorum has answered it"),
             "{out}"
         );
     }

@@ -214,6 +214,45 @@ impl LocalCluster {
         assert!(status.success());
     }
 
+    /// `corral local cut`: drops every packet between `one` and each of
+    /// `from` (a cluster started with `--netns`).
+    pub fn cut(&self, one: &str, from: &[String]) {
+        self.local(&["cut", one, "--from", &from.join(",")]);
+    }
+
+    /// `corral local heal`: lifts every cut.
+    pub fn heal(&self) {
+        self.local(&["heal"]);
+    }
+
+    fn local(&self, args: &[&str]) {
+        let out = Command::new(corral_bin())
+            .arg("local")
+            .arg(args[0])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "corral local {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The client address of controller `id`.
+    pub fn api_of(&self, id: u64) -> String {
+        let status = self.status();
+        let members = status["members"].as_array().cloned().unwrap_or_default();
+        members
+            .iter()
+            .find(|m| m["id"].as_u64() == Some(id))
+            .and_then(|m| m["api"].as_str())
+            .map(String::from)
+            .unwrap_or_else(|| panic!("no controller {id} in {status}"))
+    }
+
     /// Every job, as JSON records.
     pub fn jobs(&self) -> Vec<serde_json::Value> {
         let out = self.ok("user-corral-admin", &["--json", "queue", "--all"]);
@@ -228,6 +267,27 @@ impl Drop for LocalCluster {
             .arg(self.dir.path())
             .output();
     }
+}
+
+/// Why this machine cannot give a local cluster its own network
+/// (`corral local up --netns`: root, `ip`, `iptables`, `nsenter`), if it cannot.
+pub fn netns_unsupported() -> Option<String> {
+    if !nix_is_root() {
+        return Some("not root: network namespaces need root".into());
+    }
+    for program in ["ip", "iptables", "nsenter"] {
+        if Command::new(program).arg("--version").output().is_err() {
+            return Some(format!("`{program}` is not installed"));
+        }
+    }
+    None
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
 }
 
 /// The controllers' logs, for failure messages.

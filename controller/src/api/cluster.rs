@@ -65,14 +65,16 @@ pub fn cluster_status(ctx: &ApiContext) -> Result<ClusterStatusReply, Status> {
             )
         })
         .map_err(status::read)?;
+    // A leader no quorum answers may have been replaced behind a partition:
+    // it names no leader rather than itself.
+    let unconfirmed = leadership.is_self && *ctx.replica.leads_without_quorum().borrow();
+    let leader = leadership.leader.filter(|_| !unconfirmed);
     Ok(ClusterStatusReply {
         cluster_name: ctx.config.cluster_name.clone(),
         this_id: ctx.replica.id(),
-        leader_id: leadership.leader.as_ref().map(|(id, _)| *id),
-        leader_api_addr: leadership
-            .leader
-            .map(|(_, addr)| addr.api)
-            .unwrap_or_default(),
+        leader_id: leader.as_ref().map(|(id, _)| *id),
+        leader_api_addr: leader.map(|(_, addr)| addr.api).unwrap_or_default(),
+        leadership_unconfirmed: unconfirmed,
         term: metrics.term,
         last_log_index: metrics.last_log_index,
         last_applied: metrics.last_applied,

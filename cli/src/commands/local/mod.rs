@@ -17,8 +17,10 @@ use corral_state::slurm::hostlist;
 
 use crate::args::{LocalAction, LocalGpuBackend, LocalUpArgs};
 
+mod netns;
 mod process;
 
+pub use netns::Network;
 pub use process::{Launch, restart};
 
 /// The local cluster's administrator.
@@ -71,6 +73,20 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             inject_xid(&absolute(&dir)?, &node, gpu, xid)?;
             if !json {
                 println!("XID {xid} injected into {node} GPU {gpu}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::Cut { dir, one, from } => {
+            network_of(&absolute(&dir)?)?.cut(&one, &from)?;
+            if !json {
+                println!("cut {} from {}", one.join(","), from.join(","));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::Heal { dir } => {
+            network_of(&absolute(&dir)?)?.heal()?;
+            if !json {
+                println!("every cut lifted");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -186,32 +202,65 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     // The administrator may submit too (the demo does).
     users.push(ADMIN.to_string());
     let controller_ids: Vec<u64> = (1..=u64::from(args.controllers)).collect();
-    corral_pki::write_dev_bundle(
-        &dir.join("certs"),
-        &BundleSpec {
-            cluster_name: "local".into(),
-            controllers: controller_ids.iter().map(|id| (*id, Vec::new())).collect(),
-            agents: nodes.clone(),
-            users: principals,
-        },
-    )?;
-    let ports = free_ports(controller_ids.len() * 2)?;
-    let replicas: Vec<(u64, String, String)> = controller_ids
-        .iter()
-        .zip(ports.chunks(2))
-        .map(|(id, p)| {
-            (
-                *id,
-                format!("127.0.0.1:{}", p[0]),
-                format!("127.0.0.1:{}", p[1]),
-            )
-        })
-        .collect();
     // From here on, a failure stops what was started.
     let mut started = StopOnFailure {
         dir: dir.clone(),
         armed: true,
     };
+    let network = if args.netns {
+        netns::check_support()?;
+        let names: Vec<String> = controller_ids
+            .iter()
+            .map(|id| format!("controller-{id}"))
+            .chain(nodes.iter().map(|node| format!("agent-{node}")))
+            .collect();
+        Some(Network::create(&dir, &names, subnet_hint(&dir))?)
+    } else {
+        None
+    };
+    // Each controller's own address on the cluster's network.
+    let controller_ip = |id: u64| {
+        network
+            .as_ref()
+            .and_then(|n| n.members.get(&format!("controller-{id}")))
+            .map(|m| m.ip.to_string())
+    };
+    corral_pki::write_dev_bundle(
+        &dir.join("certs"),
+        &BundleSpec {
+            cluster_name: "local".into(),
+            controllers: controller_ids
+                .iter()
+                .map(|id| (*id, controller_ip(*id).into_iter().collect()))
+                .collect(),
+            agents: nodes.clone(),
+            users: principals,
+        },
+    )?;
+    let replicas: Vec<(u64, String, String)> = if network.is_some() {
+        // Each in a namespace of its own: every one may take the same ports.
+        controller_ids
+            .iter()
+            .filter_map(|id| {
+                let ip = controller_ip(*id)?;
+                Some((*id, format!("{ip}:{PEER_PORT}"), format!("{ip}:{API_PORT}")))
+            })
+            .collect()
+    } else {
+        let ports = free_ports(controller_ids.len() * 2)?;
+        controller_ids
+            .iter()
+            .zip(ports.chunks(2))
+            .map(|(id, p)| {
+                (
+                    *id,
+                    format!("127.0.0.1:{}", p[0]),
+                    format!("127.0.0.1:{}", p[1]),
+                )
+            })
+            .collect()
+    };
+
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
@@ -230,6 +279,10 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
                     "RUST_LOG".into(),
                     std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
                 )],
+                netns: network
+                    .as_ref()
+                    .and_then(|n| n.members.get(&format!("controller-{id}")))
+                    .map(|m| m.netns.clone()),
             },
         )?;
     }
@@ -241,7 +294,17 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         };
         std::fs::create_dir_all(dir.join("checkpoints"))?;
         for node in &nodes {
-            start_agent(&dir, &agent, node, &addresses, &node_gpus.agent_spec())?;
+            let place = network
+                .as_ref()
+                .and_then(|n| n.members.get(&format!("agent-{node}")));
+            start_agent(
+                &dir,
+                &agent,
+                node,
+                &addresses,
+                &node_gpus.agent_spec(),
+                place,
+            )?;
         }
     }
     // sbatch, srun, ... for the jobs and the shells of this cluster.
@@ -378,6 +441,7 @@ fn start_agent(
     node: &str,
     addresses: &[String],
     gpus: &str,
+    place: Option<&netns::Member>,
 ) -> anyhow::Result<()> {
     let certs = dir.join("certs");
     let state_dir = dir.join("agents").join(node);
@@ -399,9 +463,9 @@ fn start_agent(
         path(state_dir),
         "--checkpoint-root".into(),
         path(dir.join("checkpoints")),
-        // Every agent of a local cluster shares the loopback interface.
+        // Without namespaces every agent shares the loopback interface.
         "--step-listen".into(),
-        "127.0.0.1:0".into(),
+        place.map_or_else(|| "127.0.0.1:0".into(), |m| format!("{}:6818", m.ip)),
         "--cpus".into(),
         NODE_CPUS.to_string(),
         "--memory-mb".into(),
@@ -419,6 +483,7 @@ fn start_agent(
             program: agent.to_path_buf(),
             args,
             env,
+            netns: place.map(|m| m.netns.clone()),
         },
     )?;
     Ok(())
@@ -430,6 +495,34 @@ pub fn inject_xid(dir: &Path, node: &str, gpu: u32, xid: u32) -> anyhow::Result<
     corral_agent::gpu::inject(&control, &corral_agent::gpu::FaultCommand::Xid { gpu, xid })
         .with_context(|| format!("injecting XID {xid} into {node} GPU {gpu}"))?;
     Ok(())
+}
+
+/// A controller's peer (Raft) and client ports in its own namespace.
+const PEER_PORT: u16 = 6820;
+const API_PORT: u16 = 6817;
+
+/// Where to start looking for a free subnet: a hash of the cluster's
+/// directory, so that clusters in different directories rarely collide.
+fn subnet_hint(dir: &Path) -> u8 {
+    let hash = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    hash.to_le_bytes().iter().fold(0, |x, b| x ^ b)
+}
+
+/// The network of the cluster in `dir`, which must have been started with
+/// `--netns`.
+fn network_of(dir: &Path) -> anyhow::Result<Network> {
+    Network::load(dir)?.with_context(|| {
+        format!(
+            "the cluster in {} has no network of its own to cut: start it with              `corral local up --netns` (as root)",
+            dir.display()
+        )
+    })
 }
 
 /// CPUs of a local node (as its configuration says).
@@ -604,6 +697,9 @@ pub fn down(dir: &Path) -> anyhow::Result<Vec<String>> {
     for p in processes {
         let _ = std::fs::remove_file(dir.join("pids").join(format!("{}.pid", p.name)));
         stopped.push(p.name);
+    }
+    if let Some(network) = Network::load(dir)? {
+        network.remove(dir);
     }
     Ok(stopped)
 }

@@ -21,6 +21,9 @@ pub struct Launch {
     pub args: Vec<String>,
     /// Variables set on top of the environment of whoever starts it.
     pub env: Vec<(String, String)>,
+    /// The network namespace it runs in (`corral local up --netns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
 }
 
 fn record_path(dir: &Path, name: &str) -> PathBuf {
@@ -51,7 +54,11 @@ fn start(
         .append(true)
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
-    let child = std::process::Command::new(&launch.program)
+    let mut command = match &launch.netns {
+        Some(netns) => super::netns::enter(netns, &launch.program),
+        None => std::process::Command::new(&launch.program),
+    };
+    let child = command
         .args(&launch.args)
         .envs(launch.env.iter().chain(extra).map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -104,6 +111,7 @@ mod tests {
             program: PathBuf::from("/bin/sh"),
             args: vec!["-c".into(), "echo \"run $CORRAL_TEST_VAR\"".into()],
             env: vec![("CORRAL_TEST_VAR".into(), "x".into())],
+            netns: None,
         };
         spawn(dir.path(), "corral-echo", &launch).expect("spawned");
         let log = dir.path().join("logs/corral-echo.log");
