@@ -26,17 +26,27 @@ pub struct Cluster {
     pub nodes: Vec<String>,
     /// The principal jobs are submitted as (`user-NAME`).
     pub user: String,
+    /// Whether every process has a network namespace of its own, so that
+    /// [`Cluster::cut`] can partition them.
+    pub network: bool,
 }
 
 impl Cluster {
-    /// `corral local up` in `dir` (which must not hold a running cluster).
-    pub fn up(corral: &Path, dir: &Path, controllers: u32, nodes: u32) -> anyhow::Result<Cluster> {
+    /// `corral local up` in `dir` (which must not hold a running cluster),
+    /// with `--netns` when `network`.
+    pub fn up(
+        corral: &Path,
+        dir: &Path,
+        (controllers, nodes): (u32, u32),
+        network: bool,
+    ) -> anyhow::Result<Cluster> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let out = Command::new(corral)
             .args(["--json", "local", "up", "--dir"])
             .arg(dir)
             .args(["--controllers", &controllers.to_string()])
             .args(["--nodes", &nodes.to_string()])
+            .args(network.then_some("--netns"))
             .output()
             .context("running corral local up")?;
         if !out.status.success() {
@@ -59,6 +69,7 @@ impl Cluster {
             controllers,
             nodes: (1..=nodes).map(|i| format!("gpu{i:02}")).collect(),
             user,
+            network,
         })
     }
 
@@ -145,6 +156,36 @@ impl Cluster {
         if !out.status.success() {
             bail!(
                 "corral local start {name}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// `corral local cut`: drops every packet between each process of `one`
+    /// and each of `other`, until [`Cluster::heal`].
+    pub fn cut(&self, one: &[String], other: &[String]) -> anyhow::Result<()> {
+        self.local(&["cut", &one.join(","), "--from", &other.join(",")])
+    }
+
+    /// `corral local heal`: lifts every cut.
+    pub fn heal(&self) -> anyhow::Result<()> {
+        self.local(&["heal"])
+    }
+
+    fn local(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = Command::new(&self.corral)
+            .arg("local")
+            .arg(args[0])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&args[1..])
+            .output()
+            .with_context(|| format!("running corral local {}", args[0]))?;
+        if !out.status.success() {
+            bail!(
+                "corral local {}: {}",
+                args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }

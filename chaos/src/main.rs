@@ -80,15 +80,59 @@ struct RunArgs {
     /// The `corral` binary (default: beside this one).
     #[arg(long)]
     corral: Option<PathBuf>,
+    /// Controller replicas (3 or 5; the ring partition needs 5).
+    #[arg(long, default_value_t = 3)]
+    controllers: u32,
     /// Nodes (agents), 8 simulated GPUs each.
     #[arg(long, default_value_t = 4)]
     nodes: u32,
+    /// `netns`: every process in a network namespace of its own on a private
+    /// bridge, so partitions can be injected (root, iproute2, iptables);
+    /// `loopback`: all on 127.0.0.1, partitions skipped; `auto`: netns
+    /// where this machine allows it.
+    #[arg(long, value_enum, default_value_t = Network::Auto)]
+    network: Network,
     /// Client threads.
     #[arg(long, default_value_t = 3)]
     clients: u32,
     /// Percent of trainers that run 20-25 s (the rest 3-9 s).
     #[arg(long, default_value_t = 15)]
     long_pct: u32,
+}
+
+/// Where the cluster's processes talk (see `RunArgs::network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Network {
+    Auto,
+    Netns,
+    Loopback,
+}
+
+impl Network {
+    /// Whether to give the cluster its own network; `auto` says why not
+    /// when it cannot.
+    fn use_namespaces(self) -> bool {
+        match self {
+            Network::Netns => true,
+            Network::Loopback => false,
+            Network::Auto => {
+                let root = nix::unistd::geteuid().is_root();
+                let tools = ["ip", "iptables", "nsenter"].iter().all(|program| {
+                    std::process::Command::new(program)
+                        .arg("--version")
+                        .output()
+                        .is_ok()
+                });
+                if !(root && tools) {
+                    println!(
+                        "corral-chaos: on loopback (partitions need root, iproute2, iptables \
+                         and nsenter): partition faults will be skipped"
+                    );
+                }
+                root && tools
+            }
+        }
+    }
 }
 
 /// The agents' lease (corral's default), which bounds how long a cut-off
@@ -161,7 +205,12 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         "corral-chaos: scenario {} (seed {}): {}",
         scenario.name, args.seed, scenario.about
     );
-    let cluster = Cluster::up(&corral, &out.join("cluster"), 3, args.nodes)?;
+    let cluster = Cluster::up(
+        &corral,
+        &out.join("cluster"),
+        (args.controllers, args.nodes),
+        args.network.use_namespaces(),
+    )?;
     let recorder = Recorder::new(Header {
         corral_history: HISTORY_VERSION,
         scenario: scenario.name.to_string(),

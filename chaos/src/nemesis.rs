@@ -36,6 +36,22 @@ pub enum Fault {
     /// (libfaketime), hold it there for 8 s, then restart it with the true
     /// clock: only the leader's clock may reach the log.
     SkewFollower(i64),
+    /// Cut the leader off from the other controllers and every agent for this
+    /// many seconds (this machine, where the clients run, still reaches it).
+    IsolateLeader(u64),
+    /// Split the controllers (a random minority on one side) and the agents
+    /// (each to a random side) into two sides for this many seconds.
+    Halves(u64),
+    /// Two sides that one controller, not the leader, reaches both of: the
+    /// other controllers split between the sides, the agents too.
+    Bridge(u64),
+    /// Every controller reaches only its two neighbours on a random ring:
+    /// overlapping majorities (five controllers or more).
+    Ring(u64),
+    /// Cut a node's agent off from every controller for this many seconds
+    /// (shorter than the lease: nothing may die; longer than lease and
+    /// margin: its jobs die there before they run elsewhere).
+    IsolateAgent(u64),
     /// XID 79 (fallen off the bus) on a GPU a job uses: the job is killed
     /// everywhere and requeued, the GPU drained.
     XidCritical,
@@ -55,14 +71,49 @@ impl Fault {
             Fault::KillAgent => "kill-agent".into(),
             Fault::PauseAgent(s) => format!("pause-agent-{s}s"),
             Fault::SkewFollower(s) => format!("skew-follower{s:+}s"),
+            Fault::IsolateLeader(s) => format!("isolate-leader-{s}s"),
+            Fault::Halves(s) => format!("halves-{s}s"),
+            Fault::Bridge(s) => format!("bridge-{s}s"),
+            Fault::Ring(s) => format!("ring-{s}s"),
+            Fault::IsolateAgent(s) => format!("isolate-agent-{s}s"),
             Fault::XidCritical => "xid-79".into(),
             Fault::XidApplication => "xid-13".into(),
         }
     }
 }
 
+impl Fault {
+    /// Why this fault cannot be injected into `cluster`, if it cannot.
+    fn unsupported(self, cluster: &Cluster) -> Option<String> {
+        let partition = matches!(
+            self,
+            Fault::IsolateLeader(_)
+                | Fault::Halves(_)
+                | Fault::Bridge(_)
+                | Fault::Ring(_)
+                | Fault::IsolateAgent(_)
+        );
+        if partition && !cluster.network {
+            return Some(
+                "partitions need the cluster on its own network (--network netns: root, \
+                 iproute2, iptables)"
+                    .into(),
+            );
+        }
+        if matches!(self, Fault::Ring(_)) && cluster.controllers < 5 {
+            return Some(format!(
+                "a ring of {} controllers cuts nothing (every one is the others' neighbour): \
+                 run with --controllers 5",
+                cluster.controllers
+            ));
+        }
+        None
+    }
+}
+
 /// Injects faults from `kinds`, one every `interval` (± a quarter), until
-/// `stop`; each is healed before the next begins.
+/// `stop`; each is healed before the next begins. Kinds this cluster cannot
+/// take are recorded as skipped once and left out.
 pub fn run(
     cluster: &Cluster,
     recorder: &Recorder,
@@ -71,6 +122,20 @@ pub fn run(
 ) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_7300);
     let ids = AtomicU64::new(1);
+    let kinds: Vec<Fault> = kinds
+        .iter()
+        .copied()
+        .filter(|fault| match fault.unsupported(cluster) {
+            Some(reason) => {
+                recorder.record(EventKind::FaultSkipped {
+                    kind: fault.name(),
+                    reason,
+                });
+                false
+            }
+            None => true,
+        })
+        .collect();
     if kinds.is_empty() {
         return;
     }
@@ -121,13 +186,17 @@ fn inject(
     id: u64,
     rng: &mut StdRng,
 ) -> anyhow::Result<()> {
-    let begin = |target: &str| {
+    // `cut_off`: the nodes whose agents the fault separates from the leader.
+    let begin_cutting = |target: &str, cut_off: Vec<String>| {
         recorder.record(EventKind::FaultBegin {
             fault: id,
             kind: fault.name(),
             target: target.to_string(),
+            cut_off,
         });
     };
+    let begin = |target: &str| begin_cutting(target, Vec::new());
+    let every_node = || cluster.nodes.clone();
     let healed = || {
         recorder.record(EventKind::FaultHealed { fault: id });
     };
@@ -149,7 +218,7 @@ fn inject(
             healed();
         }
         Fault::KillAllControllers => {
-            begin("every controller");
+            begin_cutting("every controller", every_node());
             for i in 1..=u64::from(cluster.controllers) {
                 cluster.signal(&controller(i), Signal::SIGKILL)?;
             }
@@ -178,7 +247,7 @@ fn inject(
         Fault::KillAgent => {
             let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
             let target = format!("agent-{node}");
-            begin(&target);
+            begin_cutting(&target, vec![node.clone()]);
             cluster.signal(&target, Signal::SIGKILL)?;
             std::thread::sleep(Duration::from_secs(3));
             cluster.start(&target)?;
@@ -187,7 +256,7 @@ fn inject(
         Fault::PauseAgent(seconds) => {
             let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
             let target = format!("agent-{node}");
-            begin(&target);
+            begin_cutting(&target, vec![node.clone()]);
             cluster.signal(&target, Signal::SIGSTOP)?;
             std::thread::sleep(Duration::from_secs(seconds));
             cluster.signal(&target, Signal::SIGCONT)?;
@@ -223,6 +292,34 @@ fn inject(
             cluster.start(&target)?;
             healed();
         }
+        Fault::IsolateLeader(_)
+        | Fault::Halves(_)
+        | Fault::Bridge(_)
+        | Fault::Ring(_)
+        | Fault::IsolateAgent(_) => {
+            let (seconds, cuts, target) = partition(cluster, fault, rng)?;
+            // Any agent on either side of a cut that involves a controller
+            // may be cut off from whichever controller leads.
+            let cut_off = every_node()
+                .into_iter()
+                .filter(|node| {
+                    let agent = format!("agent-{node}");
+                    cuts.iter().any(|(one, other)| {
+                        let controller_in =
+                            |side: &[String]| side.iter().any(|p| p.starts_with("controller-"));
+                        (one.contains(&agent) && controller_in(other))
+                            || (other.contains(&agent) && controller_in(one))
+                    })
+                })
+                .collect();
+            begin_cutting(&target, cut_off);
+            for (one, other) in &cuts {
+                cluster.cut(one, other)?;
+            }
+            std::thread::sleep(Duration::from_secs(seconds));
+            cluster.heal()?;
+            healed();
+        }
         Fault::XidCritical | Fault::XidApplication => {
             let xid = if fault == Fault::XidCritical { 79 } else { 13 };
             let (node, gpu) = gpu_in_use(cluster, rng)?;
@@ -232,6 +329,106 @@ fn inject(
         }
     }
     Ok(())
+}
+
+/// The cuts a partition makes (pairs of sides), how long it lasts, and how
+/// the history names its target.
+#[allow(clippy::type_complexity)]
+fn partition(
+    cluster: &Cluster,
+    fault: Fault,
+    rng: &mut StdRng,
+) -> anyhow::Result<(u64, Vec<(Vec<String>, Vec<String>)>, String)> {
+    let controllers: Vec<String> = (1..=u64::from(cluster.controllers))
+        .map(controller)
+        .collect();
+    let agents: Vec<String> = cluster.nodes.iter().map(|n| format!("agent-{n}")).collect();
+    let leader = || -> anyhow::Result<String> {
+        let (leader, _) = cluster.leader().context("no controller names a leader")?;
+        Ok(controller(leader))
+    };
+    let but = |list: &[String], out: &[String]| -> Vec<String> {
+        list.iter().filter(|x| !out.contains(x)).cloned().collect()
+    };
+    let shuffled = |list: &[String], rng: &mut StdRng| {
+        let mut list = list.to_vec();
+        for i in (1..list.len()).rev() {
+            list.swap(i, rng.random_range(0..=i));
+        }
+        list
+    };
+    let side = |names: &[String]| names.join(",");
+    Ok(match fault {
+        Fault::IsolateLeader(seconds) => {
+            let target = leader()?;
+            let rest = but(&controllers, std::slice::from_ref(&target))
+                .into_iter()
+                .chain(agents.iter().cloned())
+                .collect();
+            (seconds, vec![(vec![target.clone()], rest)], target)
+        }
+        Fault::Halves(seconds) => {
+            let order = shuffled(&controllers, rng);
+            let (mut one, mut other) = {
+                let (a, b) = order.split_at(order.len() / 2);
+                (a.to_vec(), b.to_vec())
+            };
+            for agent in &agents {
+                if rng.random_bool(0.5) {
+                    one.push(agent.clone());
+                } else {
+                    other.push(agent.clone());
+                }
+            }
+            let target = format!("{} | {}", side(&one), side(&other));
+            (seconds, vec![(one, other)], target)
+        }
+        Fault::Bridge(seconds) => {
+            let leader = leader()?;
+            let bridge = shuffled(&but(&controllers, std::slice::from_ref(&leader)), rng)
+                .pop()
+                .context("no controller but the leader to bridge the sides")?;
+            let rest = shuffled(&but(&controllers, &[leader.clone(), bridge.clone()]), rng);
+            let (mut one, mut other) = (vec![leader], Vec::new());
+            for (i, name) in rest.into_iter().enumerate() {
+                if i % 2 == 0 {
+                    other.push(name);
+                } else {
+                    one.push(name);
+                }
+            }
+            for agent in &agents {
+                if rng.random_bool(0.5) {
+                    one.push(agent.clone());
+                } else {
+                    other.push(agent.clone());
+                }
+            }
+            let target = format!("{} | {} | {}", side(&one), bridge, side(&other));
+            (seconds, vec![(one, other)], target)
+        }
+        Fault::Ring(seconds) => {
+            let ring = shuffled(&controllers, rng);
+            let n = ring.len();
+            let mut cuts = Vec::new();
+            for i in 0..n {
+                // Each pair once: i with the non-neighbours after it.
+                let far: Vec<String> = (i + 2..n)
+                    .filter(|j| !(i == 0 && *j == n - 1))
+                    .map(|j| ring[j].clone())
+                    .collect();
+                if !far.is_empty() {
+                    cuts.push((vec![ring[i].clone()], far));
+                }
+            }
+            (seconds, cuts, format!("ring {}", ring.join("-")))
+        }
+        Fault::IsolateAgent(seconds) => {
+            let target = agents[rng.random_range(0..agents.len())].clone();
+            (seconds, vec![(vec![target.clone()], controllers)], target)
+        }
+        other => anyhow::bail!("{} is not a partition", other.name()),
+    })
 }
 
 /// A GPU that a running job holds, picked at random.

@@ -85,6 +85,24 @@ pub fn all() -> Vec<Scenario> {
             5,
         ),
         s(
+            "isolate-leader",
+            "cut the leader off from the other controllers and the agents for 12 s (past the lease)",
+            vec![Fault::IsolateLeader(12)],
+            6,
+        ),
+        s(
+            "partition",
+            "random halves, a bridge, a ring (5 controllers), and an agent cut off from the controllers for 5 s or 20 s",
+            vec![
+                Fault::Halves(12),
+                Fault::Bridge(12),
+                Fault::Ring(12),
+                Fault::IsolateAgent(5),
+                Fault::IsolateAgent(20),
+            ],
+            5,
+        ),
+        s(
             "mixed",
             "every fault above, in a seeded random order",
             vec![
@@ -96,6 +114,10 @@ pub fn all() -> Vec<Scenario> {
                 Fault::KillAgent,
                 Fault::PauseAgent(18),
                 Fault::SkewFollower(3600),
+                Fault::IsolateLeader(12),
+                Fault::Halves(12),
+                Fault::Bridge(12),
+                Fault::IsolateAgent(20),
                 Fault::XidCritical,
                 Fault::XidApplication,
             ],

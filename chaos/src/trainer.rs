@@ -1,8 +1,9 @@
 //! The workload's jobs: trainers that record, from inside, what the checkers
 //! need. A batch script starts one rank per node with `srun`; each rank
 //! records its start (attempt, node, rank, GPUs, the checkpoint it resumes
-//! from) and every step (its signs of life), and rank 0 writes a checkpoint every few steps and reports
-//! it with `corral checkpoint`, recording it once the report is committed.
+//! from) and every step (its signs of life), and rank 0 writes a checkpoint
+//! every few steps (recording that) and reports it with `corral checkpoint`,
+//! recording it again once the report is committed.
 //! The batch script records its own end (`batch_exit`) once `srun` returns.
 //! Events are JSON lines with the wall clock (`wall_ms`) appended to
 //! `EVENTS/JOB.jsonl`; the runner shifts them onto the run's clock.
@@ -64,6 +65,7 @@ while [ "$step" -lt "$steps" ]; do
   if [ "$SLURM_NODEID" -eq 0 ] && [ $((step % every)) -eq 0 ]; then
     file="$CORRAL_CHECKPOINT_DIR/step-$step"
     echo "$step" > "$file"
+    ev "\"ev\":\"checkpoint_written\",\"step\":$step"
     if "$CHAOS_CORRAL" checkpoint --step "$step" --path "$file" >/dev/null 2>&1; then
       ev "\"ev\":\"checkpoint\",\"step\":$step"
     fi

@@ -119,6 +119,19 @@ pub enum EventKind {
         /// The step completed.
         step: u64,
     },
+    /// A rank wrote a checkpoint and is about to report it. The cluster may
+    /// commit it although the rank never learns so (killed while waiting, or
+    /// told after a partition that its agent only holds it), so a later
+    /// attempt may resume from a checkpoint that is written but not
+    /// `Checkpoint`-recorded.
+    CheckpointWritten {
+        /// The job's id.
+        job: u64,
+        /// The attempt's number (1 for the first).
+        attempt: u32,
+        /// The training step.
+        step: u64,
+    },
     /// A checkpoint was written and its report committed (`corral checkpoint`
     /// answered success).
     Checkpoint {
@@ -185,6 +198,12 @@ pub enum EventKind {
         kind: String,
         /// What it hit.
         target: String,
+        /// The nodes whose agents it may cut off from the leader (killed,
+        /// paused or partitioned): a node cut off past the lease may rightly
+        /// be declared down, and a job's end there then never reach the
+        /// cluster.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cut_off: Vec<String>,
     },
     /// A fault ended.
     FaultHealed {

@@ -15,6 +15,7 @@
 
 pub mod attempts;
 pub mod checkers;
+pub mod faults;
 pub mod history;
 pub mod linearizability;
 pub mod recovery;

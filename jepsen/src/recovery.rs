@@ -1,6 +1,6 @@
 //! How fast the cluster came back after each kind of fault, from the history:
 //! `elected_ms`, from the fault's beginning to the first leader of a newer
-//! term (where the fault caused an election), and `served_ms`, from the
+//! term before the next fault began (where the fault caused an election), and `served_ms`, from the
 //! heal to the first client operation, invoked after it, that succeeded.
 //! Figures, not a verdict: the liveness checker holds the bound.
 
@@ -48,6 +48,9 @@ pub fn recovery(history: &History) -> Vec<Recovery> {
                 };
                 by_kind[index].faults += 1;
                 kinds.insert(*fault, index);
+                // An election from here on is this fault's doing, not an
+                // earlier one's (which may have caused none).
+                awaiting_leader.clear();
                 awaiting_leader.push((event.t, term, index));
             }
             EventKind::FaultHealed { fault } => {
@@ -112,6 +115,7 @@ mod tests {
                 fault: 1,
                 kind: "kill-leader".into(),
                 target: "controller-1".into(),
+                cut_off: Vec::new(),
             },
         )
         .event(
@@ -131,12 +135,32 @@ mod tests {
                 fault: 2,
                 kind: "kill-agent".into(),
                 target: "agent-gpu01".into(),
+                cut_off: Vec::new(),
             },
         )
         .event(8_000, EventKind::FaultHealed { fault: 2 })
-        .read(3, 7, 8_100, 8_400, ("RUNNING", 1, 0));
+        .read(3, 7, 8_100, 8_400, ("RUNNING", 1, 0))
+        .event(
+            9_000,
+            EventKind::FaultBegin {
+                fault: 3,
+                kind: "pause-leader".into(),
+                target: "controller-2".into(),
+                cut_off: Vec::new(),
+            },
+        )
+        // Caused by the pause, not by the agent's kill before it.
+        .event(
+            9_700,
+            EventKind::Leader {
+                replica: 3,
+                term: 3,
+            },
+        )
+        .event(12_000, EventKind::FaultHealed { fault: 3 });
         let figures = recovery(&b.history());
-        assert_eq!(figures.len(), 2);
+        assert_eq!(figures.len(), 3);
+        assert_eq!(figures[2].elected_ms, vec![700]);
         assert_eq!(figures[0].kind, "kill-leader");
         assert_eq!(figures[0].elected_ms, vec![400]);
         assert_eq!(figures[0].served_ms, vec![250]);

@@ -14,6 +14,8 @@ use tokio::sync::Notify;
 pub struct Outbox {
     inner: Arc<Mutex<Inner>>,
     added: Arc<Notify>,
+    /// Woken whenever the leader settles a report.
+    settled: Arc<Notify>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +78,26 @@ impl Outbox {
         if let Ok(mut inner) = self.inner.lock() {
             inner.pending.remove(&id);
         }
+        self.settled.notify_waiters();
+    }
+
+    /// Waits up to `patience` for the leader to settle report `id`
+    /// (committed, or refused as stale); true when it did.
+    pub async fn settled(&self, id: u64, patience: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a settlement between the two
+            // is not missed.
+            notified.as_mut().enable();
+            if !self.is_pending(id) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return !self.is_pending(id);
+            }
+        }
     }
 
     /// How many reports wait for acknowledgement.
@@ -122,5 +144,26 @@ mod tests {
         outbox.done(first[1].0);
         assert!(!outbox.is_pending(first[1].0));
         assert!(outbox.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_settlement_ends_when_the_leader_settles_or_patience_runs_out() {
+        let outbox = Outbox::default();
+        let id = outbox.push(started(1));
+        let patience = std::time::Duration::from_millis(50);
+        assert!(
+            !outbox.settled(id, patience).await,
+            "settled without the leader"
+        );
+        let waiter = {
+            let outbox = outbox.clone();
+            tokio::spawn(
+                async move { outbox.settled(id, std::time::Duration::from_secs(60)).await },
+            )
+        };
+        tokio::task::yield_now().await;
+        outbox.done(id);
+        assert!(waiter.await.expect("the waiter ran"));
+        assert!(outbox.settled(id, patience).await, "already settled");
     }
 }

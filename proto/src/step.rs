@@ -210,8 +210,12 @@ pub enum StepEvent {
     /// The step cannot run; nothing was started (or a checkpoint was not
     /// recorded). The reason says why.
     Refused(String),
-    /// A checkpoint was recorded (to `corral checkpoint` only).
+    /// A checkpoint was recorded and committed by the cluster (to `corral
+    /// checkpoint` only).
     Accepted,
+    /// A checkpoint the node's agent holds and keeps reporting, which the
+    /// cluster has not committed yet (to `corral checkpoint` only).
+    Held(String),
     /// Every task this sender ran has ended; nothing follows.
     Finished,
 }

@@ -191,7 +191,9 @@ pub fn agent_socket(args: &CheckpointArgs) -> Option<std::path::PathBuf> {
 
 /// Reports a checkpoint of the job this runs in to the node's agent, which
 /// records it only for the attempt that runs now (a leftover process of an
-/// ended attempt is refused, exit 1).
+/// ended attempt is refused, exit 1) and answers once the cluster committed
+/// it; exit 3 when the agent holds it but no leader committed it within 5 s
+/// (the agent keeps reporting it).
 pub async fn checkpoint_through_agent(
     socket: &std::path::Path,
     args: &CheckpointArgs,
@@ -228,6 +230,10 @@ pub async fn checkpoint_through_agent(
     write_frame(&mut writer, &request).await?;
     match read_frame::<_, StepEvent>(&mut reader).await? {
         Some(StepEvent::Accepted) => Ok(ExitCode::SUCCESS),
+        Some(StepEvent::Held(reason)) => {
+            eprintln!("corral checkpoint: {reason}");
+            Ok(ExitCode::from(crate::exit::UNREACHABLE))
+        }
         Some(StepEvent::Refused(reason)) => {
             eprintln!("corral checkpoint: {reason}");
             Ok(ExitCode::from(crate::exit::REFUSED))

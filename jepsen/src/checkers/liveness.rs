@@ -93,6 +93,7 @@ mod tests {
                 fault: 1,
                 kind: "kill-leader".into(),
                 target: "controller-1".into(),
+                cut_off: Vec::new(),
             },
         )
         .event(t, EventKind::FaultHealed { fault: 1 });

@@ -6,7 +6,10 @@
 //! has stopped (a job never runs twice at once); and no attempt whose batch
 //! script recorded a clean exit ran
 //! again (its ranks' exits are not enough: a node's agent may die with a
-//! finished rank's exit status, and its attempt is then lost, rightly).
+//! finished rank's exit status, and its attempt is then lost, rightly), unless
+//! the exit happened on a node a fault cut off from the leader for longer
+//! than the lease: the cluster then rightly declares the node down, never
+//! hears of the exit, and requeues the job, as Slurm does.
 
 use crate::attempts::Attempts;
 use crate::history::History;
@@ -27,6 +30,8 @@ fn requeues(cause: &str) -> bool {
 pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::new(NAME, PROMISE);
     let view = Attempts::of(history);
+    let faults = crate::faults::of(history);
+    let lease = history.header.lease_ms;
     let mut requeued = 0u32;
     for job in view.finals.values() {
         let numbers: Vec<u32> = job.attempts.iter().map(|a| a.number).collect();
@@ -89,9 +94,16 @@ pub fn check(history: &History) -> Verdict {
             let clean_exit = view
                 .observed
                 .get(&(job.job, before.number))
-                .and_then(|a| a.batch_exit)
-                .filter(|(_, status)| *status == 0);
-            if let Some((t, _)) = clean_exit {
+                .and_then(|a| a.batch_exit.as_ref().map(|e| (e, a)))
+                .filter(|((_, status), _)| *status == 0)
+                .and_then(|((t, _), attempt)| {
+                    let batch_node = attempt.ranks.get(&0).map(|r| r.node.as_str());
+                    let unheard = batch_node.is_some_and(|node| {
+                        crate::faults::cut_off_past_lease(&faults, node, *t, lease)
+                    });
+                    (!unheard).then_some(*t)
+                });
+            if let Some(t) = clean_exit {
                 verdict.violation(
                     Some(t),
                     Some(job.job),
@@ -220,6 +232,37 @@ mod tests {
                 .message
                 .contains("exited 0 at 1400 ms and was run again")
         );
+    }
+
+    #[test]
+    fn a_clean_exit_on_a_node_cut_off_past_the_lease_may_run_again_and_not_a_shorter_cut() {
+        for (healed, caught) in [(21_000, false), (5_000, true)] {
+            let mut b = Builder::new();
+            b.event(
+                1_000,
+                EventKind::FaultBegin {
+                    fault: 1,
+                    kind: "isolate-agent".into(),
+                    target: "agent-gpu01".into(),
+                    cut_off: vec!["gpu01".into()],
+                },
+            )
+            .start(900, (1, 1), "gpu01", (0, 1), &[0], None)
+            .exit(1_400, (1, 1), "gpu01", 0, 0)
+            .event(
+                1_400,
+                EventKind::BatchExit {
+                    job: 1,
+                    attempt: 1,
+                    node: "gpu01".into(),
+                    status: 0,
+                },
+            )
+            .event(healed, EventKind::FaultHealed { fault: 1 })
+            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+            let verdict = check(&b.history());
+            assert_eq!(!verdict.violations.is_empty(), caught, "{verdict:?}");
+        }
     }
 
     #[test]

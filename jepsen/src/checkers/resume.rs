@@ -1,6 +1,8 @@
 //! Promise 5: every attempt after the first resumes from at least the last
 //! checkpoint committed before the failure (`CORRAL_RESUME_FROM`), never
-//! from scratch when one exists, and never from one that was not committed.
+//! from scratch when one exists, and never from one no attempt wrote. (A
+//! checkpoint may be committed without its rank learning so, killed while it
+//! waited for the answer: written is what the history can hold it to.)
 
 use crate::attempts::Attempts;
 use crate::history::History;
@@ -59,12 +61,16 @@ pub fn check(history: &History) -> Verdict {
                 _ => {}
             }
             if let Some(from) = r.resumed_from {
-                if committed.iter().all(|(_, step)| *step != from) {
+                let written = view
+                    .observed
+                    .range((*job, 0)..(*job, *number))
+                    .any(|(_, a)| a.written.contains(&from));
+                if !written {
                     verdict.violation(
                         Some(r.started),
                         Some(*job),
                         format!(
-                            "job {job}.{number} rank {rank} resumed from {from}, which no attempt committed"
+                            "job {job}.{number} rank {rank} resumed from {from}, which no attempt wrote"
                         ),
                     );
                 }
@@ -123,7 +129,7 @@ mod tests {
     }
 
     #[test]
-    fn resuming_from_a_checkpoint_never_committed_is_caught() {
+    fn resuming_from_a_checkpoint_never_written_is_caught() {
         let mut b = base();
         b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(25));
         let verdict = check(&b.history());
@@ -131,7 +137,25 @@ mod tests {
         assert!(
             verdict.violations[0]
                 .message
-                .contains("which no attempt committed")
+                .contains("which no attempt wrote")
         );
+    }
+
+    #[test]
+    fn resuming_from_a_checkpoint_written_but_not_known_committed_passes() {
+        // Rank 0 wrote 30 and was killed waiting for the commit's answer;
+        // the cluster had committed it.
+        let mut b = base();
+        b.event(
+            2_500,
+            crate::history::EventKind::CheckpointWritten {
+                job: 1,
+                attempt: 1,
+                step: 30,
+            },
+        )
+        .start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(30));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
     }
 }

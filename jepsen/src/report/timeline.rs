@@ -30,6 +30,7 @@ pub fn timeline_html(history: &History, verdicts: &[Verdict]) -> String {
                 fault,
                 kind,
                 target,
+                ..
             } => {
                 open.insert(*fault, (event.t, format!("{kind} {target}")));
             }
@@ -206,6 +207,7 @@ mod tests {
                 fault: 1,
                 kind: "kill-leader".into(),
                 target: "controller-1".into(),
+                cut_off: Vec::new(),
             },
         )
         .event(200, EventKind::FaultHealed { fault: 1 })

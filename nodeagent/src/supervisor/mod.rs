@@ -483,15 +483,15 @@ impl Supervisor {
     /// A checkpoint written by attempt `key` (`corral checkpoint` inside the
     /// job, through the step socket, by `caller`). Refused unless the attempt
     /// runs here now and `caller` may act for its job; queued for the leader
-    /// otherwise (a step not newer than one already reported is accepted and
-    /// not sent again).
+    /// otherwise, with the report's id to wait on (a step not newer than one
+    /// already reported is accepted and not sent again: `None`).
     pub fn record_checkpoint(
         &self,
         key: AttemptKey,
         caller: u32,
         step: u64,
         path: String,
-    ) -> Result<(), String> {
+    ) -> Result<Option<u64>, String> {
         let node = &self.settings.node;
         {
             let mut attempts = self.table();
@@ -516,18 +516,22 @@ impl Supervisor {
                 ));
             }
             if attempt.checkpoint_step.is_some_and(|s| step <= s) {
-                return Ok(());
+                return Ok(None);
             }
             attempt.checkpoint_step = Some(step);
             // Under the table's lock: queued before the attempt's end report.
-            self.outbox.push(AgentReport::Checkpoint {
+            Ok(Some(self.outbox.push(AgentReport::Checkpoint {
                 job: key.0,
                 attempt: key.1,
                 step,
                 path,
-            });
+            })))
         }
-        Ok(())
+    }
+
+    /// Waits up to `patience` for the leader to settle report `id`.
+    pub async fn report_settled(&self, id: u64, patience: std::time::Duration) -> bool {
+        self.outbox.settled(id, patience).await
     }
 
     // ---- the node and its jobs -------------------------------------------

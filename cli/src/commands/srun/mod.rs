@@ -119,7 +119,7 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
                     }
                     StepEvent::Finished => break true,
                     // Answers checkpoint reports only; never part of a step.
-                    StepEvent::Accepted => {}
+                    StepEvent::Accepted | StepEvent::Held(_) => {}
                 }
                 if bad_exit && kill_on_bad_exit && !killing {
                     killing = true;

@@ -1,0 +1,99 @@
+//! The faults of a history as intervals: when each began, when it healed (or
+//! the history's end), and which nodes it cut off from the leader. Checkers
+//! ask it whether a node was cut off long enough for the cluster to declare
+//! it down rightly.
+
+use std::collections::BTreeMap;
+
+use crate::history::{EventKind, History};
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// When it began, ms.
+    pub began: u64,
+    /// When it healed, ms (the history's end when it never did).
+    pub healed: u64,
+    /// The nodes whose agents it cut off from the leader.
+    pub cut_off: Vec<String>,
+}
+
+/// Every fault of `history`, in the order they began.
+pub fn of(history: &History) -> Vec<Fault> {
+    let mut faults: BTreeMap<u64, Fault> = BTreeMap::new();
+    for event in &history.events {
+        match &event.kind {
+            EventKind::FaultBegin { fault, cut_off, .. } => {
+                faults.insert(
+                    *fault,
+                    Fault {
+                        began: event.t,
+                        healed: history.end(),
+                        cut_off: cut_off.clone(),
+                    },
+                );
+            }
+            EventKind::FaultHealed { fault } => {
+                if let Some(f) = faults.get_mut(fault) {
+                    f.healed = event.t;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut list: Vec<Fault> = faults.into_values().collect();
+    list.sort_by_key(|f| f.began);
+    list
+}
+
+/// Whether `node` was, at `t`, inside a fault that cut it off from the
+/// leader for at least `lease_ms`: long enough that the cluster may rightly
+/// have declared it down, and lost what it did meanwhile.
+pub fn cut_off_past_lease(faults: &[Fault], node: &str, t: u64, lease_ms: u64) -> bool {
+    faults.iter().any(|f| {
+        f.cut_off.iter().any(|n| n == node)
+            && f.began <= t
+            && t <= f.healed
+            && f.healed - f.began >= lease_ms
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Builder;
+
+    fn cut(b: &mut Builder, id: u64, (began, healed): (u64, u64), node: &str) {
+        b.event(
+            began,
+            EventKind::FaultBegin {
+                fault: id,
+                kind: "isolate-agent".into(),
+                target: format!("agent-{node}"),
+                cut_off: vec![node.into()],
+            },
+        )
+        .event(healed, EventKind::FaultHealed { fault: id });
+    }
+
+    #[test]
+    fn only_a_cut_of_that_node_longer_than_the_lease_and_spanning_the_moment_counts() {
+        let mut b = Builder::new();
+        cut(&mut b, 1, (1_000, 21_000), "gpu01");
+        cut(&mut b, 2, (30_000, 35_000), "gpu02");
+        let faults = of(&b.history());
+        assert!(cut_off_past_lease(&faults, "gpu01", 5_000, 10_000));
+        assert!(
+            !cut_off_past_lease(&faults, "gpu01", 25_000, 10_000),
+            "after the heal"
+        );
+        assert!(
+            !cut_off_past_lease(&faults, "gpu03", 5_000, 10_000),
+            "another node"
+        );
+        assert!(
+            !cut_off_past_lease(&faults, "gpu02", 32_000, 10_000),
+            "shorter than the lease"
+        );
+    }
+}
