@@ -213,6 +213,58 @@ fn an_isolated_leader_holds_neither_jobs_nor_clients() {
 }
 
 #[test]
+fn a_node_cut_off_for_a_moment_gets_no_new_gang_until_it_answers() {
+    // A gang started half on a node the leader cannot reach fails at once:
+    // its srun finds no launch on the cut-off node. Seen by the partition
+    // scenario of the chaos suite.
+    if let Some(why) = netns_unsupported() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let cluster = LocalCluster::start_with_args(3, &["--nodes", "2", "--netns"]);
+    let dir = cluster.dir.path();
+    let controllers: Vec<String> = (1..=3).map(|c| format!("controller-{c}")).collect();
+    wait_until(PATIENCE, "both nodes up", || {
+        cluster.agent_log_lines("attached to the leader").len() >= 2
+    });
+    let marked = || {
+        cluster
+            .controller_log_lines("node not responding")
+            .iter()
+            .filter(|l| l.contains("node=gpu02"))
+            .count()
+    };
+    // Marks from the cluster's start (before the agents attached) do not count.
+    let before = marked();
+    // Shorter than the lease: nothing is fenced, nothing declared down.
+    cluster.cut("agent-gpu02", &controllers);
+    wait_until(PATIENCE, "the leader to mark gpu02 not responding", || {
+        marked() > before
+    });
+    let path = script(
+        dir,
+        "gang.sh",
+        &format!(
+            "#!/bin/bash\n#SBATCH -N 2 --gpus-per-node=8\n#SBATCH --output=gang-%j.out\n\
+             export PATH={}:$PATH\necho \"start attempt=$CORRAL_ATTEMPT\"\nsrun true || exit 1\necho done\n",
+            dir.join("bin").display()
+        ),
+    );
+    let id = support::submit(&cluster, &path);
+    // Pending while the node is silent, however many passes run.
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < Duration::from_secs(3) {
+        let job = wait_job(&cluster, &id, PATIENCE, "a state", |_| true);
+        assert_eq!(
+            job["state"], "Pending",
+            "started beside a silent node: {job}"
+        );
+    }
+    cluster.heal();
+    completed_once(&cluster, &id, &format!("gang-{id}.out"));
+}
+
+#[test]
 fn a_job_that_ends_while_no_leader_listens_completes_once() {
     let cluster = LocalCluster::start_with_agents(3, 2);
     let dir = cluster.dir.path();

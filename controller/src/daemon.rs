@@ -71,11 +71,12 @@ impl Controller {
         };
         let kill_wait_ms = config.leader.kill_wait_ms;
         let committed = Arc::new(Notify::new());
+        let heartbeats = Heartbeats::default();
         let leader_loop = tokio::spawn(leader_loop::run(
             Arc::clone(&replica),
             leader_timing,
-            Arc::clone(&wake),
-            Arc::clone(&committed),
+            (Arc::clone(&wake), Arc::clone(&committed)),
+            heartbeats.clone(),
             stop_rx,
         ));
 
@@ -130,7 +131,7 @@ impl Controller {
                 heartbeat_ms: liveness.agent_heartbeat_ms,
                 lease_ms: liveness.agent_lease_ms,
                 kill_grace_ms: kill_wait_ms,
-                heartbeats: Heartbeats::default(),
+                heartbeats,
                 confirmation: LeaderConfirmation::default(),
                 wake_scheduler: gateway_wake,
                 stopping: stop_loop.subscribe(),

@@ -2,7 +2,8 @@
 //! and when woken by a change) and propose their plans, and propose `Tick` with
 //! this replica's clock so time limits, preemption grace, reservation windows and
 //! usage decay advance. Everything it needs is replicated state, so a new leader
-//! simply starts this loop and carries on.
+//! simply starts this loop and carries on; only which nodes have not answered
+//! lately (the gateway's soft state) keeps new work off them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use corral_state::Command;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::agent_gateway::liveness::Heartbeats;
 use crate::clock;
 
 /// How often the loop works.
@@ -35,12 +37,13 @@ pub struct LeaderStats {
 }
 
 /// Runs until `stop` turns true. Follows leadership: it works only while
-/// `replica` leads.
+/// `replica` leads. Passes start nothing on the nodes `heartbeats` says do not
+/// respond.
 pub async fn run(
     replica: Arc<Replica>,
     timing: LeaderTiming,
-    wake: Arc<Notify>,
-    committed: Arc<Notify>,
+    (wake, committed): (Arc<Notify>, Arc<Notify>),
+    heartbeats: Heartbeats,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
@@ -63,6 +66,7 @@ pub async fn run(
             &replica,
             timing,
             (&wake, &committed),
+            &heartbeats,
             &mut leadership,
             &mut stop,
             &mut stats,
@@ -77,6 +81,7 @@ async fn lead(
     replica: &Replica,
     timing: LeaderTiming,
     (wake, committed): (&Notify, &Notify),
+    heartbeats: &Heartbeats,
     leadership: &mut watch::Receiver<corral_consensus::Leadership>,
     stop: &mut watch::Receiver<bool>,
     stats: &mut LeaderStats,
@@ -104,11 +109,12 @@ async fn lead(
             Work::Pass => {
                 stats.passes += 1;
                 let now = clock::now();
+                let quiet = heartbeats.not_responding();
                 // On a blocking thread, under the state's read lock: applies
                 // wait for the pass without holding a runtime thread.
                 match replica
                     .read_local_long(move |state| {
-                        corral_scheduler::plan(state, now).to_command(now)
+                        corral_scheduler::plan_avoiding(state, now, &quiet).to_command(now)
                     })
                     .await
                 {

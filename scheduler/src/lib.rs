@@ -27,5 +27,5 @@ pub mod topology;
 pub mod view;
 
 pub use explain::{Explanation, explain};
-pub use pass::plan;
+pub use pass::{plan, plan_avoiding};
 pub use plan::{BackfillReservation, PassStats, Plan};

@@ -139,20 +139,28 @@ pub fn queue_order<'s>(
 
 /// Plans one pass at `now`.
 pub fn plan(state: &ClusterState, now: Timestamp) -> Plan {
-    execute(state, now, false).0
+    execute(state, now, false, &BTreeSet::new()).0
+}
+
+/// Plans one pass at `now` that starts nothing on the nodes of `avoid` (the
+/// leader has not heard from their agents lately: Slurm's NOT_RESPONDING).
+/// What runs there stays; only new work goes elsewhere or waits.
+pub fn plan_avoiding(state: &ClusterState, now: Timestamp, avoid: &BTreeSet<String>) -> Plan {
+    execute(state, now, false, avoid).0
 }
 
 /// Plans one pass and returns every considered job's verdict.
 pub fn run(state: &ClusterState, now: Timestamp) -> (Plan, BTreeMap<JobId, Verdict>) {
-    execute(state, now, true)
+    execute(state, now, true, &BTreeSet::new())
 }
 
 fn execute(
     state: &ClusterState,
     now: Timestamp,
     record_verdicts: bool,
+    avoid: &BTreeSet<String>,
 ) -> (Plan, BTreeMap<JobId, Verdict>) {
-    let mut pass = Pass::new(state, now, record_verdicts);
+    let mut pass = Pass::new(state, now, record_verdicts, avoid);
     let priorities = PriorityContext::new(state);
     for (job, _) in queue_order(state, now, &priorities) {
         pass.consider(job);
@@ -189,8 +197,13 @@ struct Pass<'s> {
 }
 
 impl<'s> Pass<'s> {
-    fn new(state: &'s ClusterState, now: Timestamp, record_verdicts: bool) -> Self {
-        let view = View::build(state, now);
+    fn new(
+        state: &'s ClusterState,
+        now: Timestamp,
+        record_verdicts: bool,
+        avoid: &BTreeSet<String>,
+    ) -> Self {
+        let view = View::build_avoiding(state, now, avoid);
         let mut reserved = vec![Vec::new(); view.nodes.len()];
         for r in state.reservations().values().filter(|r| r.end > now) {
             for node in &r.nodes {

@@ -124,7 +124,25 @@ pub struct View<'s> {
 impl<'s> View<'s> {
     /// Builds the view from the state: O(nodes + GPUs).
     pub fn build(state: &'s ClusterState, now: Timestamp) -> Self {
-        let nodes: Vec<NodeSlot<'s>> = state.nodes().values().map(slot_of).collect();
+        Self::build_avoiding(state, now, &BTreeSet::new())
+    }
+
+    /// Builds the view with the nodes of `avoid` taking no new work this pass
+    /// (the leader has not heard from their agents lately).
+    pub fn build_avoiding(
+        state: &'s ClusterState,
+        now: Timestamp,
+        avoid: &BTreeSet<String>,
+    ) -> Self {
+        let nodes: Vec<NodeSlot<'s>> = state
+            .nodes()
+            .values()
+            .map(|node| {
+                let mut slot = slot_of(node);
+                slot.accepts_work &= !avoid.contains(&node.name);
+                slot
+            })
+            .collect();
         let index_of: BTreeMap<&str, usize> = state
             .nodes()
             .keys()

@@ -263,6 +263,18 @@ fn schedule_and_check(state: &mut ClusterState, now: Timestamp) {
     assert_eq!(plan, corral_scheduler::plan(&state.clone(), now));
     let (with_verdicts, verdicts) = pass::run(state, now);
     assert_eq!(plan, with_verdicts, "recording verdicts changed the plan");
+    // Nodes the leader has not heard from lately take no new work.
+    let avoid: BTreeSet<String> = state.nodes().keys().step_by(2).cloned().collect();
+    for allocation in &corral_scheduler::plan_avoiding(state, now, &avoid).allocations {
+        for part in &allocation.nodes {
+            assert!(
+                !avoid.contains(&part.node),
+                "job {} planned on {}, which does not respond",
+                allocation.job,
+                part.node
+            );
+        }
+    }
 
     let order: BTreeMap<JobId, usize> = pass::queue_order(state, now, &PriorityContext::new(state))
         .iter()

@@ -471,3 +471,22 @@ fn probe_preemption_disabled_by_zero_backfill_budget() {
         "{u} outranks {v} but does not preempt"
     );
 }
+
+/// A node whose agent the leader has not heard from lately takes no new job,
+/// and takes one again once it answers.
+#[test]
+fn unresponsive_nodes_take_no_new_work() {
+    let mut state = cluster(2, 8);
+    let now = Timestamp(1_000_000);
+    let job = submit_with(&mut state, 2, 8, 3600, now, |_| {});
+    let names: Vec<String> = state.nodes().keys().cloned().collect();
+    let quiet: BTreeSet<String> = [names[0].clone()].into();
+    let plan = corral_scheduler::plan_avoiding(&state, now, &quiet);
+    assert_eq!(
+        started(&plan, job),
+        None,
+        "a two-node job started beside a silent node"
+    );
+    let plan = corral_scheduler::plan_avoiding(&state, now, &BTreeSet::new());
+    assert_eq!(started(&plan, job), Some(names));
+}

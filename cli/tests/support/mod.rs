@@ -187,11 +187,22 @@ impl LocalCluster {
 
     /// Every line of the agents' logs that contains `text`.
     pub fn agent_log_lines(&self, text: &str) -> Vec<String> {
+        self.log_lines("agent-", text)
+    }
+
+    /// Every line of the controllers' logs that contains `text`.
+    pub fn controller_log_lines(&self, text: &str) -> Vec<String> {
+        self.log_lines("controller-", text)
+    }
+
+    /// Every line that contains `text` in the logs of the processes whose
+    /// names start with `prefix`.
+    fn log_lines(&self, prefix: &str, text: &str) -> Vec<String> {
         let mut lines = Vec::new();
         if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if !name.starts_with("agent-") {
+                if !name.starts_with(prefix) {
                     continue;
                 }
                 let log = std::fs::read_to_string(entry.path()).unwrap_or_default();

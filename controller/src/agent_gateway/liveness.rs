@@ -2,13 +2,17 @@
 //! each node's last heartbeat, and the monitor that declares a node down through
 //! Raft once its agent's lease and a margin have passed without one. A new leader
 //! starts every node's clock afresh, so it gives each agent a full timeout.
+//! Sooner, after a few missed heartbeats, the monitor marks a node not
+//! responding (Slurm's NOT_RESPONDING): scheduling passes start nothing there
+//! until it answers, so a gang is not dispatched half onto a node that may be
+//! cut off; what runs there is left alone.
 //!
 //! A heartbeat renews the agent's lease only once a quorum has confirmed this
 //! replica's leadership after it arrived (`LeaderConfirmation`): openraft does not
 //! make a leader cut off from the majority step down, and such a leader must not
 //! keep its agents' jobs running while the new leader requeues them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,10 +25,12 @@ use tokio::time::Instant;
 
 use crate::clock;
 
-/// When each node was last heard from (this term).
+/// When each node was last heard from (this term), and which nodes have been
+/// silent for a few heartbeats.
 #[derive(Debug, Default, Clone)]
 pub struct Heartbeats {
     last: Arc<Mutex<HashMap<String, Instant>>>,
+    not_responding: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Heartbeats {
@@ -43,6 +49,29 @@ impl Heartbeats {
         if let Ok(mut last) = self.last.lock() {
             last.clear();
         }
+        self.mark_not_responding(BTreeSet::new());
+    }
+
+    /// The nodes silent for a few heartbeats: no new work goes there.
+    pub fn not_responding(&self) -> BTreeSet<String> {
+        self.not_responding
+            .lock()
+            .map(|set| set.clone())
+            .unwrap_or_default()
+    }
+
+    /// Replaces the not-responding set, logging each change.
+    fn mark_not_responding(&self, now: BTreeSet<String>) {
+        let Ok(mut set) = self.not_responding.lock() else {
+            return;
+        };
+        for node in now.difference(&set) {
+            tracing::warn!(%node, "node not responding: no heartbeat lately; no new work goes there until it answers");
+        }
+        for node in set.difference(&now) {
+            tracing::info!(%node, "node responding again");
+        }
+        *set = now;
     }
 }
 
@@ -129,11 +158,12 @@ pub fn leader_actor() -> Actor {
     }
 }
 
-/// Declares nodes down while this replica leads. Runs until `stop` turns true.
+/// Declares nodes down while this replica leads, and marks those silent for
+/// `not_responding_after` as not responding. Runs until `stop` turns true.
 pub async fn monitor(
     replica: Arc<Replica>,
     heartbeats: Heartbeats,
-    down_after: Duration,
+    (not_responding_after, down_after): (Duration, Duration),
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
@@ -156,7 +186,9 @@ pub async fn monitor(
         };
         let since = match (leads, leading) {
             (false, _) => {
-                leading = None;
+                if leading.take().is_some() {
+                    heartbeats.mark_not_responding(BTreeSet::new());
+                }
                 continue;
             }
             (true, Some((led, since))) if led == term => since,
@@ -178,6 +210,14 @@ pub async fn monitor(
             Err(_) => continue,
         };
         let now = Instant::now();
+        let quiet = silent_nodes(
+            &up,
+            |node| heartbeats.last(node),
+            since,
+            now,
+            not_responding_after,
+        );
+        heartbeats.mark_not_responding(quiet.into_iter().map(|(node, _)| node).collect());
         let silent = silent_nodes(&up, |node| heartbeats.last(node), since, now, down_after);
         if silent.is_empty() {
             continue;

@@ -46,10 +46,14 @@ impl AgentGateway {
         let endpoint = quinn::Endpoint::server(server, addr)
             .with_context(|| format!("cannot listen for agents on {addr} (UDP)"))?;
         let ctx = Arc::new(ctx);
+        // A few missed heartbeats (2 s at the default 500 ms) mark a node
+        // not responding; lease and margin declare it down.
+        let not_responding_after =
+            Duration::from_millis(ctx.heartbeat_ms.saturating_mul(4).max(2_000)).min(down_after);
         let monitor = tokio::spawn(liveness::monitor(
             Arc::clone(&ctx.replica),
             ctx.heartbeats.clone(),
-            down_after,
+            (not_responding_after, down_after),
             ctx.stopping.clone(),
         ));
         let confirm = tokio::spawn(liveness::confirm_leadership(
