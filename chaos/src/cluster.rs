@@ -1,34 +1,70 @@
-//! The cluster under test: a local cluster of real processes started with
-//! `corral local up` (three controllers, agents with simulated GPUs), reached
-//! with the `corral` CLI as a user would, faulted by signals to its
-//! processes' pids and `corral local start` / `corral local xid`. Stopped,
-//! with every process, when dropped.
+//! The cluster under test, reached with the `corral` CLI as a user would: a
+//! local cluster of real processes started with `corral local up` (three
+//! controllers, agents with simulated GPUs; stopped, with every process, when
+//! dropped), or an existing deployment named by its addresses and a user's
+//! certificate (left as it was found). Faults reach it through
+//! [`Control`](crate::control::Control).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
-/// A running local cluster.
+use crate::control::{Control, signal};
+
+/// A running cluster.
 pub struct Cluster {
-    /// The `corral` binary.
+    /// The `corral` binary here.
     pub corral: PathBuf,
-    /// The cluster's directory (certificates, logs, pids, `bin/` with the
-    /// Slurm-named links).
-    pub dir: PathBuf,
     /// The controllers' client addresses, `host:port,...`.
     pub addresses: String,
-    /// Controllers (1..=n) and nodes (`gpu01`...).
-    pub controllers: u32,
+    /// The controllers' ids, and the nodes (`gpu01`...).
+    pub controllers: Vec<u64>,
     pub nodes: Vec<String>,
-    /// The principal jobs are submitted as (`user-NAME`).
-    pub user: String,
-    /// Whether every process has a network namespace of its own, so that
-    /// [`Cluster::cut`] can partition them.
+    /// Whether partitions can be made (a local cluster on its own network,
+    /// or a deployment with `cut` and `heal` commands).
     pub network: bool,
+    /// What the jobs need on the nodes: a directory to put first on PATH
+    /// (the local cluster's Slurm-named shims), and the `corral` they call.
+    pub job_path: Option<PathBuf>,
+    pub job_corral: PathBuf,
+    /// How faults reach the processes.
+    pub control: Control,
+    /// The certificates: the CA, and the user's and the administrator's
+    /// certificate and key.
+    credentials: Credentials,
+}
+
+/// Whose certificate a call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The user the workload runs as.
+    User,
+    /// An administrator (the user again on a deployment without one given).
+    Admin,
+}
+
+struct Credentials {
+    ca: PathBuf,
+    user: (PathBuf, PathBuf),
+    admin: (PathBuf, PathBuf),
+}
+
+/// An existing deployment, as `corral-chaos run --cluster` names it.
+pub struct Deployment {
+    pub addresses: String,
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub admin: Option<(PathBuf, PathBuf)>,
+    pub commands: BTreeMap<String, String>,
+    /// The `corral` the jobs call on the nodes, and a directory they put
+    /// first on PATH (for `srun`).
+    pub job_corral: PathBuf,
+    pub job_path: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -61,27 +97,107 @@ impl Cluster {
             .as_str()
             .context("corral local up named no cluster address")?
             .to_string();
-        let user = format!("user-{}", current_user()?);
+        let certs = dir.join("certs");
+        let pair = |principal: &str| {
+            (
+                certs.join(format!("{principal}.pem")),
+                certs.join(format!("{principal}.key")),
+            )
+        };
         Ok(Cluster {
             corral: corral.to_path_buf(),
-            dir: dir.to_path_buf(),
             addresses,
-            controllers,
+            controllers: (1..=u64::from(controllers)).collect(),
             nodes: (1..=nodes).map(|i| format!("gpu{i:02}")).collect(),
-            user,
             network,
+            job_path: Some(dir.join("bin")),
+            job_corral: corral.to_path_buf(),
+            control: Control::Local {
+                corral: corral.to_path_buf(),
+                dir: dir.to_path_buf(),
+            },
+            credentials: Credentials {
+                ca: certs.join("ca.pem"),
+                user: pair(&format!("user-{}", current_user()?)),
+                admin: pair("user-corral-admin"),
+            },
         })
     }
 
-    /// `corral ARGS` as `principal`, with a deadline: a hung call is killed
-    /// and reported as such.
-    pub fn corral_as(
-        &self,
-        principal: &str,
-        args: &[&str],
-        deadline: Duration,
-    ) -> anyhow::Result<Output> {
-        let certs = self.dir.join("certs");
+    /// An existing deployment: its controllers and nodes are read from it
+    /// (`corral cluster`, `corral nodes`); a controller's host is that of its
+    /// client address, a node's its name.
+    pub fn existing(corral: &Path, deployment: Deployment) -> anyhow::Result<Cluster> {
+        let admin = deployment
+            .admin
+            .clone()
+            .unwrap_or((deployment.cert.clone(), deployment.key.clone()));
+        let mut cluster = Cluster {
+            corral: corral.to_path_buf(),
+            addresses: deployment.addresses.clone(),
+            controllers: Vec::new(),
+            nodes: Vec::new(),
+            network: deployment.commands.contains_key("cut")
+                && deployment.commands.contains_key("heal"),
+            job_path: deployment.job_path.clone(),
+            job_corral: deployment.job_corral.clone(),
+            control: Control::Exec {
+                commands: deployment.commands.clone(),
+                hosts: BTreeMap::new(),
+            },
+            credentials: Credentials {
+                ca: deployment.ca.clone(),
+                user: (deployment.cert.clone(), deployment.key.clone()),
+                admin,
+            },
+        };
+        let deadline = Duration::from_secs(20);
+        let status = cluster.json(Who::Admin, &["--json", "cluster"], deadline)?;
+        let mut hosts = BTreeMap::new();
+        for member in status["members"].as_array().into_iter().flatten() {
+            let id = member["id"].as_u64().context("a member without an id")?;
+            let api = member["api"].as_str().unwrap_or_default();
+            let host = api.rsplit_once(':').map_or(api, |(host, _)| host);
+            hosts.insert(
+                format!("controller-{id}"),
+                host.trim_matches(['[', ']']).to_string(),
+            );
+            cluster.controllers.push(id);
+        }
+        let nodes = cluster.json(Who::Admin, &["--json", "nodes"], deadline)?;
+        for node in nodes["nodes"]
+            .as_array()
+            .or_else(|| nodes.as_array())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = node["name"].as_str() {
+                hosts.insert(format!("agent-{name}"), name.to_string());
+                cluster.nodes.push(name.to_string());
+            }
+        }
+        if cluster.controllers.is_empty() || cluster.nodes.is_empty() {
+            bail!(
+                "{} named {} controllers and {} nodes: chaos needs both",
+                deployment.addresses,
+                cluster.controllers.len(),
+                cluster.nodes.len()
+            );
+        }
+        cluster.control = Control::Exec {
+            commands: deployment.commands,
+            hosts,
+        };
+        Ok(cluster)
+    }
+
+    /// `corral ARGS` as `who`, with a deadline: a hung call is killed and
+    /// reported as such.
+    pub fn corral_as(&self, who: Who, args: &[&str], deadline: Duration) -> anyhow::Result<Output> {
+        let (cert, key) = match who {
+            Who::User => &self.credentials.user,
+            Who::Admin => &self.credentials.admin,
+        };
         let mut command = Command::new("timeout");
         command
             .args(["-s", "KILL", &format!("{}", deadline.as_secs_f64())])
@@ -89,156 +205,70 @@ impl Cluster {
             .arg("--cluster")
             .arg(&self.addresses)
             .arg("--ca")
-            .arg(certs.join("ca.pem"))
+            .arg(&self.credentials.ca)
             .arg("--cert")
-            .arg(certs.join(format!("{principal}.pem")))
+            .arg(cert)
             .arg("--key")
-            .arg(certs.join(format!("{principal}.key")))
+            .arg(key)
             .args(args)
-            .env_remove("CORRAL_CONFIG")
-            .current_dir(&self.dir);
+            .env_remove("CORRAL_CONFIG");
         command.output().context("running corral")
     }
 
     /// `corral ARGS` as the submitting user.
     pub fn corral(&self, args: &[&str], deadline: Duration) -> anyhow::Result<Output> {
-        self.corral_as(&self.user, args, deadline)
+        self.corral_as(Who::User, args, deadline)
+    }
+
+    /// `corral ARGS` as `who`, which must succeed and print JSON.
+    fn json(
+        &self,
+        who: Who,
+        args: &[&str],
+        deadline: Duration,
+    ) -> anyhow::Result<serde_json::Value> {
+        let out = self.corral_as(who, args, deadline)?;
+        if !out.status.success() {
+            bail!(
+                "corral {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("reading corral {}", args.join(" ")))
     }
 
     /// The leader's id and term, if a controller names one.
     pub fn leader(&self) -> Option<(u64, u64)> {
         let out = self
-            .corral_as(
-                "user-corral-admin",
-                &["--json", "cluster"],
-                Duration::from_secs(3),
-            )
+            .corral_as(Who::Admin, &["--json", "cluster"], Duration::from_secs(3))
             .ok()?;
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
         Some((status["leader"].as_u64()?, status["term"].as_u64()?))
-    }
-
-    /// The pid of process `name` (`controller-1`, `agent-gpu01`).
-    pub fn pid(&self, name: &str) -> anyhow::Result<i32> {
-        let path = self.dir.join("pids").join(format!("{name}.pid"));
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        Ok(text.trim().parse()?)
-    }
-
-    /// Sends `signal` to process `name`.
-    pub fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
-        let pid = self.pid(name)?;
-        kill(Pid::from_raw(pid), signal).with_context(|| format!("{signal} to {name} (pid {pid})"))
-    }
-
-    /// Whether process `name` runs.
-    pub fn alive(&self, name: &str) -> bool {
-        self.pid(name)
-            .is_ok_and(|pid| kill(Pid::from_raw(pid), None).is_ok() && !zombie(pid))
-    }
-
-    /// `corral local start NAME`: brings a stopped process back.
-    pub fn start(&self, name: &str) -> anyhow::Result<()> {
-        self.start_with_env(name, &[])
-    }
-
-    /// `corral local start NAME --env K=V...`: brings a stopped process back
-    /// with extra environment (a skewed clock).
-    pub fn start_with_env(&self, name: &str, env: &[String]) -> anyhow::Result<()> {
-        let out = Command::new(&self.corral)
-            .args(["local", "start", "--dir"])
-            .arg(&self.dir)
-            .arg(name)
-            .args(env.iter().flat_map(|pair| ["--env", pair.as_str()]))
-            .output()
-            .context("running corral local start")?;
-        if !out.status.success() {
-            bail!(
-                "corral local start {name}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
-    /// `corral local cut`: drops every packet between each process of `one`
-    /// and each of `other`, until [`Cluster::heal`].
-    pub fn cut(&self, one: &[String], other: &[String]) -> anyhow::Result<()> {
-        self.local(&["cut", &one.join(","), "--from", &other.join(",")])
-    }
-
-    /// `corral local heal`: lifts every cut.
-    pub fn heal(&self) -> anyhow::Result<()> {
-        self.local(&["heal"])
-    }
-
-    fn local(&self, args: &[&str]) -> anyhow::Result<()> {
-        let out = Command::new(&self.corral)
-            .arg("local")
-            .arg(args[0])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(&args[1..])
-            .output()
-            .with_context(|| format!("running corral local {}", args[0]))?;
-        if !out.status.success() {
-            bail!(
-                "corral local {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
-    /// `corral local xid`: an XID on a simulated GPU.
-    pub fn xid(&self, node: &str, gpu: u32, xid: u32) -> anyhow::Result<()> {
-        let out = Command::new(&self.corral)
-            .args(["local", "xid", "--dir"])
-            .arg(&self.dir)
-            .args([
-                "--node",
-                node,
-                "--gpu",
-                &gpu.to_string(),
-                "--xid",
-                &xid.to_string(),
-            ])
-            .output()
-            .context("running corral local xid")?;
-        if !out.status.success() {
-            bail!(
-                "corral local xid on {node} GPU {gpu}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A deployment is left as it was found (every fault healed itself).
+        let Control::Local { corral, dir } = &self.control else {
+            return;
+        };
         // Resume anything paused first: a stopped process ignores SIGTERM.
-        let names = (1..=self.controllers)
+        let names = self
+            .controllers
+            .iter()
             .map(|i| format!("controller-{i}"))
             .chain(self.nodes.iter().map(|n| format!("agent-{n}")));
         for name in names {
-            let _ = self.signal(&name, Signal::SIGCONT);
+            let _ = signal(dir, &name, Signal::SIGCONT);
         }
-        let _ = Command::new(&self.corral)
+        let _ = Command::new(corral)
             .args(["local", "down", "--dir"])
-            .arg(&self.dir)
+            .arg(dir)
             .output();
     }
-}
-
-/// Whether `pid` has exited but not been reaped.
-fn zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
 }
 
 /// The user running this, as the cluster's certificates name them.

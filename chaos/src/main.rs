@@ -3,13 +3,15 @@
 //! and client operations while a nemesis injects faults, records the history,
 //! and checks it with corral-jepsen's checkers. Every run prints the verdict
 //! table, writes `history.jsonl` and `report.html`, and exits 1 on any
-//! violation. `check` checks a history recorded elsewhere (an operator's own
-//! cluster).
+//! violation. With `--cluster` it tests an existing deployment instead, with
+//! the fault commands the operator allows (`--nemesis-exec`). `check` checks a
+//! history recorded elsewhere.
 //!
 //! Start at `run` below, then `workload` (clients), `trainer` (the jobs),
 //! `nemesis` (faults) and `recorder` (the history).
 
 mod cluster;
+mod control;
 mod finals;
 mod nemesis;
 mod recorder;
@@ -30,7 +32,8 @@ use corral_jepsen::recovery::recovery;
 use corral_jepsen::report::{recovery_table, timeline_html, verdict_table};
 use corral_jepsen::{Verdict, check_all};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Deployment};
+use crate::control::Control;
 use crate::recorder::Recorder;
 
 #[derive(Parser)]
@@ -46,7 +49,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario on a fresh local cluster and check it.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check a recorded history (`history.jsonl`).
     Check {
         /// The history.
@@ -95,6 +98,45 @@ struct RunArgs {
     /// Client threads.
     #[arg(long, default_value_t = 3)]
     clients: u32,
+    /// Test an existing deployment instead of a local cluster: its
+    /// controllers' client addresses (`host:port,...`). Needs --ca, --cert and
+    /// --key, and --out on a file system every node mounts at the same path
+    /// (the jobs write their records there).
+    #[arg(long, value_name = "ADDRESSES")]
+    cluster: Option<String>,
+    /// The deployment's CA certificate.
+    #[arg(long, requires = "cluster")]
+    ca: Option<PathBuf>,
+    /// The certificate and key of the user the workload submits as.
+    #[arg(long, requires = "cluster")]
+    cert: Option<PathBuf>,
+    #[arg(long, requires = "cluster")]
+    key: Option<PathBuf>,
+    /// An administrator's certificate and key (for `corral cluster`;
+    /// default: the user's).
+    #[arg(long, requires = "cluster")]
+    admin_cert: Option<PathBuf>,
+    #[arg(long, requires = "cluster")]
+    admin_key: Option<PathBuf>,
+    /// A fault command the runner may run against the deployment,
+    /// `NAME=COMMAND` (repeatable), e.g. `kill-controller='ssh {host}
+    /// systemctl kill -s KILL corrald'`. Names: kill-, stop-, start-, pause-,
+    /// resume-controller ({host}, {id}); kill-, start-, pause-, resume-agent
+    /// ({host}, {node}); cut ({host}, {peer}); heal ({host}); xid ({host},
+    /// {node}, {gpu}, {xid}). Faults whose commands are missing are skipped.
+    #[arg(
+        long = "nemesis-exec",
+        value_name = "NAME=COMMAND",
+        requires = "cluster"
+    )]
+    nemesis_exec: Vec<String>,
+    /// The `corral` the jobs call on the deployment's nodes.
+    #[arg(long, default_value = "corral", requires = "cluster")]
+    job_corral: PathBuf,
+    /// A directory the jobs put first on PATH on the deployment's nodes
+    /// (where `srun` is, if not on their PATH already).
+    #[arg(long, requires = "cluster")]
+    job_path: Option<PathBuf>,
     /// Percent of trainers that run 20-25 s (the rest 3-9 s).
     #[arg(long, default_value_t = 15)]
     long_pct: u32,
@@ -205,12 +247,39 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         "corral-chaos: scenario {} (seed {}): {}",
         scenario.name, args.seed, scenario.about
     );
-    let cluster = Cluster::up(
-        &corral,
-        &out.join("cluster"),
-        (args.controllers, args.nodes),
-        args.network.use_namespaces(),
-    )?;
+    let cluster = match &args.cluster {
+        None => Cluster::up(
+            &corral,
+            &out.join("cluster"),
+            (args.controllers, args.nodes),
+            args.network.use_namespaces(),
+        )?,
+        Some(addresses) => {
+            let given = |value: &Option<PathBuf>, flag: &str| {
+                value
+                    .clone()
+                    .with_context(|| format!("--cluster needs {flag}"))
+            };
+            let admin = match (&args.admin_cert, &args.admin_key) {
+                (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+                (None, None) => None,
+                _ => anyhow::bail!("give both --admin-cert and --admin-key, or neither"),
+            };
+            Cluster::existing(
+                &corral,
+                Deployment {
+                    addresses: addresses.clone(),
+                    ca: given(&args.ca, "--ca")?,
+                    cert: given(&args.cert, "--cert")?,
+                    key: given(&args.key, "--key")?,
+                    admin,
+                    commands: Control::exec_commands(&args.nemesis_exec)?,
+                    job_corral: args.job_corral.clone(),
+                    job_path: args.job_path.clone(),
+                },
+            )?
+        }
+    };
     let recorder = Recorder::new(Header {
         corral_history: HISTORY_VERSION,
         scenario: scenario.name.to_string(),

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use corral_jepsen::history::EventKind;
-use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::cluster::Cluster;
+use crate::control::{Act, Control};
 use crate::recorder::Recorder;
 
 /// A kind of fault.
@@ -94,20 +94,44 @@ impl Fault {
                 | Fault::IsolateAgent(_)
         );
         if partition && !cluster.network {
-            return Some(
-                "partitions need the cluster on its own network (--network netns: root, \
-                 iproute2, iptables)"
+            return Some(match cluster.control {
+                Control::Local { .. } => "partitions need the cluster on its own network \
+                     (--network netns: root, iproute2, iptables)"
                     .into(),
-            );
+                Control::Exec { .. } => {
+                    "give --nemesis-exec cut='...' and heal='...' to inject partitions".into()
+                }
+            });
         }
-        if matches!(self, Fault::Ring(_)) && cluster.controllers < 5 {
+        if matches!(self, Fault::Ring(_)) && cluster.controllers.len() < 5 {
             return Some(format!(
                 "a ring of {} controllers cuts nothing (every one is the others' neighbour): \
                  run with --controllers 5",
-                cluster.controllers
+                cluster.controllers.len()
             ));
         }
-        None
+        let needs: &[&str] = match self {
+            Fault::KillLeader | Fault::KillController | Fault::KillAllControllers => {
+                &["kill-controller", "start-controller"]
+            }
+            Fault::RestartController => &["stop-controller", "start-controller"],
+            Fault::PauseLeader(_) => &["pause-controller", "resume-controller"],
+            Fault::KillAgent => &["kill-agent", "start-agent"],
+            Fault::PauseAgent(_) => &["pause-agent", "resume-agent"],
+            Fault::XidCritical | Fault::XidApplication => &["xid"],
+            Fault::SkewFollower(_) => {
+                if let Control::Exec { .. } = cluster.control {
+                    return Some(
+                        "a clock skew restarts a controller under libfaketime: on a local \
+                         cluster only"
+                            .into(),
+                    );
+                }
+                &[]
+            }
+            _ => &[],
+        };
+        cluster.control.missing(needs)
     }
 }
 
@@ -197,6 +221,10 @@ fn inject(
     };
     let begin = |target: &str| begin_cutting(target, Vec::new());
     let every_node = || cluster.nodes.clone();
+    let control = &cluster.control;
+    let any_controller = |rng: &mut StdRng| {
+        controller(cluster.controllers[rng.random_range(0..cluster.controllers.len())])
+    };
     let healed = || {
         recorder.record(EventKind::FaultHealed { fault: id });
     };
@@ -209,57 +237,56 @@ fn inject(
             let target = if fault == Fault::KillLeader {
                 leader()?
             } else {
-                controller(rng.random_range(1..=u64::from(cluster.controllers)))
+                any_controller(rng)
             };
             begin(&target);
-            cluster.signal(&target, Signal::SIGKILL)?;
+            control.act(Act::Kill, &target)?;
             std::thread::sleep(Duration::from_secs(2));
-            cluster.start(&target)?;
+            control.act(Act::Start, &target)?;
             healed();
         }
         Fault::KillAllControllers => {
             begin_cutting("every controller", every_node());
-            for i in 1..=u64::from(cluster.controllers) {
-                cluster.signal(&controller(i), Signal::SIGKILL)?;
+            for id in &cluster.controllers {
+                control.act(Act::Kill, &controller(*id))?;
             }
             std::thread::sleep(Duration::from_secs(2));
-            for i in 1..=u64::from(cluster.controllers) {
-                cluster.start(&controller(i))?;
+            for id in &cluster.controllers {
+                control.act(Act::Start, &controller(*id))?;
             }
             healed();
         }
         Fault::RestartController => {
-            let target = controller(rng.random_range(1..=u64::from(cluster.controllers)));
+            let target = any_controller(rng);
             begin(&target);
-            cluster.signal(&target, Signal::SIGTERM)?;
-            wait_gone(cluster, &target, Duration::from_secs(20))?;
-            cluster.start(&target)?;
+            control.act(Act::Stop, &target)?;
+            control.act(Act::Start, &target)?;
             healed();
         }
         Fault::PauseLeader(seconds) => {
             let target = leader()?;
             begin(&target);
-            cluster.signal(&target, Signal::SIGSTOP)?;
+            control.act(Act::Pause, &target)?;
             std::thread::sleep(Duration::from_secs(seconds));
-            cluster.signal(&target, Signal::SIGCONT)?;
+            control.act(Act::Resume, &target)?;
             healed();
         }
         Fault::KillAgent => {
             let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
             let target = format!("agent-{node}");
             begin_cutting(&target, vec![node.clone()]);
-            cluster.signal(&target, Signal::SIGKILL)?;
+            control.act(Act::Kill, &target)?;
             std::thread::sleep(Duration::from_secs(3));
-            cluster.start(&target)?;
+            control.act(Act::Start, &target)?;
             healed();
         }
         Fault::PauseAgent(seconds) => {
             let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
             let target = format!("agent-{node}");
             begin_cutting(&target, vec![node.clone()]);
-            cluster.signal(&target, Signal::SIGSTOP)?;
+            control.act(Act::Pause, &target)?;
             std::thread::sleep(Duration::from_secs(seconds));
-            cluster.signal(&target, Signal::SIGCONT)?;
+            control.act(Act::Resume, &target)?;
             healed();
         }
         Fault::SkewFollower(seconds) => {
@@ -268,7 +295,10 @@ fn inject(
                 .find(|p| std::path::Path::new(p).exists())
                 .context("libfaketime is not installed (apt-get install faketime)")?;
             let (leader, _) = cluster.leader().context("no controller names a leader")?;
-            let followers: Vec<u64> = (1..=u64::from(cluster.controllers))
+            let followers: Vec<u64> = cluster
+                .controllers
+                .iter()
+                .copied()
                 .filter(|id| *id != leader)
                 .collect();
             if followers.is_empty() {
@@ -276,9 +306,8 @@ fn inject(
             }
             let target = controller(followers[rng.random_range(0..followers.len())]);
             begin(&target);
-            cluster.signal(&target, Signal::SIGKILL)?;
-            wait_gone(cluster, &target, Duration::from_secs(20))?;
-            cluster.start_with_env(
+            control.act(Act::Kill, &target)?;
+            control.start_with_env(
                 &target,
                 &[
                     format!("LD_PRELOAD={library}"),
@@ -287,9 +316,8 @@ fn inject(
                 ],
             )?;
             std::thread::sleep(Duration::from_secs(8));
-            cluster.signal(&target, Signal::SIGKILL)?;
-            wait_gone(cluster, &target, Duration::from_secs(20))?;
-            cluster.start(&target)?;
+            control.act(Act::Kill, &target)?;
+            control.act(Act::Start, &target)?;
             healed();
         }
         Fault::IsolateLeader(_)
@@ -314,17 +342,17 @@ fn inject(
                 .collect();
             begin_cutting(&target, cut_off);
             for (one, other) in &cuts {
-                cluster.cut(one, other)?;
+                control.cut(one, other)?;
             }
             std::thread::sleep(Duration::from_secs(seconds));
-            cluster.heal()?;
+            control.heal()?;
             healed();
         }
         Fault::XidCritical | Fault::XidApplication => {
             let xid = if fault == Fault::XidCritical { 79 } else { 13 };
             let (node, gpu) = gpu_in_use(cluster, rng)?;
             begin(&format!("{node} GPU {gpu}"));
-            cluster.xid(&node, gpu, xid)?;
+            control.xid(&node, gpu, xid)?;
             healed();
         }
     }
@@ -339,7 +367,10 @@ fn partition(
     fault: Fault,
     rng: &mut StdRng,
 ) -> anyhow::Result<(u64, Vec<(Vec<String>, Vec<String>)>, String)> {
-    let controllers: Vec<String> = (1..=u64::from(cluster.controllers))
+    let controllers: Vec<String> = cluster
+        .controllers
+        .iter()
+        .copied()
         .map(controller)
         .collect();
     let agents: Vec<String> = cluster.nodes.iter().map(|n| format!("agent-{n}")).collect();
@@ -457,15 +488,4 @@ fn gpu_in_use(cluster: &Cluster, rng: &mut StdRng) -> anyhow::Result<(String, u3
         anyhow::bail!("no job holds a GPU now");
     }
     Ok(held.swap_remove(rng.random_range(0..held.len())))
-}
-
-fn wait_gone(cluster: &Cluster, name: &str, patience: Duration) -> anyhow::Result<()> {
-    let until = Instant::now() + patience;
-    while cluster.alive(name) {
-        if Instant::now() > until {
-            anyhow::bail!("{name} did not stop within {patience:?} of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
 }

@@ -29,13 +29,15 @@ pub fn batch_script(
     (nodes, gpus): (u32, u32),
     (steps, every): (u32, u32),
     run_dir: &Path,
-    cluster_bin: &Path,
+    cluster_bin: Option<&Path>,
     corral: &Path,
 ) -> String {
+    let path = cluster_bin.map_or_else(String::new, |bin| {
+        format!("export PATH={}:$PATH\n", bin.display())
+    });
     format!(
-        "#!/bin/bash\n#SBATCH -J {name}\n#SBATCH -N {nodes}\n#SBATCH --gpus-per-node={gpus}\n#SBATCH --output={out}/%j.out\nexport PATH={bin}:$PATH\nexport CHAOS_EVENTS={events}\nexport CHAOS_CORRAL={corral}\nsrun {rank} {steps} {every}\nstatus=$?\nus=${{EPOCHREALTIME/./}}\nprintf '{{\"wall_ms\":%s,\"ev\":\"batch_exit\",\"job\":%s,\"attempt\":%s,\"node\":\"%s\",\"status\":%s}}\\n' \"${{us:0:-3}}\" \"$SLURM_JOB_ID\" \"$((${{SLURM_RESTART_COUNT:-0}} + 1))\" \"$SLURMD_NODENAME\" \"$status\" >> {events}/$SLURM_JOB_ID.jsonl\nexit $status\n",
+        "#!/bin/bash\n#SBATCH -J {name}\n#SBATCH -N {nodes}\n#SBATCH --gpus-per-node={gpus}\n#SBATCH --output={out}/%j.out\n{path}export CHAOS_EVENTS={events}\nexport CHAOS_CORRAL={corral}\nsrun {rank} {steps} {every}\nstatus=$?\nus=${{EPOCHREALTIME/./}}\nprintf '{{\"wall_ms\":%s,\"ev\":\"batch_exit\",\"job\":%s,\"attempt\":%s,\"node\":\"%s\",\"status\":%s}}\\n' \"${{us:0:-3}}\" \"$SLURM_JOB_ID\" \"$((${{SLURM_RESTART_COUNT:-0}} + 1))\" \"$SLURMD_NODENAME\" \"$status\" >> {events}/$SLURM_JOB_ID.jsonl\nexit $status\n",
         out = run_dir.join("out").display(),
-        bin = cluster_bin.display(),
         events = run_dir.join("events").display(),
         corral = corral.display(),
         rank = run_dir.join("rank.sh").display(),

@@ -162,8 +162,8 @@ fn submit(workload: Workload, process: u32, op: u64, rng: &mut StdRng, shared: &
         (nodes, gpus),
         (steps, 10),
         &shared.run_dir,
-        &shared.cluster.dir.join("bin"),
-        &shared.cluster.corral,
+        shared.cluster.job_path.as_deref(),
+        &shared.cluster.job_corral,
     );
     let path = shared.run_dir.join("scripts").join(format!("{name}.sh"));
     if let Err(e) = std::fs::write(&path, script) {
