@@ -1,7 +1,7 @@
 //! The workload's jobs: trainers that record, from inside, what the checkers
 //! need. A batch script starts one rank per node with `srun`; each rank
 //! records its start (attempt, node, rank, GPUs, the checkpoint it resumes
-//! from) and every step (its signs of life), and rank 0 writes a checkpoint
+//! from, and the leader and term that sent its node the launch) and every step (its signs of life), and rank 0 writes a checkpoint
 //! every few steps (recording that) and reports it with `corral checkpoint`,
 //! recording it again once the report is committed.
 //! The batch script records its own end (`batch_exit`) once `srun` returns.
@@ -60,6 +60,10 @@ if [ -n "$CORRAL_RESUME_FROM" ] && [ -f "$CORRAL_RESUME_FROM" ]; then
 fi
 gpus=${CUDA_VISIBLE_DEVICES:-}
 ev "\"ev\":\"attempt_start\",\"node\":\"$SLURMD_NODENAME\",\"rank\":$SLURM_NODEID,\"nodes\":$SLURM_NNODES,\"gpus\":[$gpus],\"resumed_from\":$resumed"
+# Which leader sent this node its launch, and in which term.
+if [ -n "$CORRAL_DISPATCHED_BY" ]; then
+  ev "\"ev\":\"dispatch\",\"replica\":${CORRAL_DISPATCHED_BY%%:*},\"term\":${CORRAL_DISPATCHED_BY##*:},\"node\":\"$SLURMD_NODENAME\""
+fi
 while [ "$step" -lt "$steps" ]; do
   sleep 0.1
   step=$((step + 1))

@@ -52,6 +52,7 @@ fn context<'a>(
         cluster_name: "corral-test",
         checkpoint_dir: "/ckpt/job/attempt",
         base_env: base,
+        dispatched_by: (2, 7),
     }
 }
 
@@ -77,6 +78,7 @@ fn gang_batch_host_gets_exactly_slurms_variables() {
     let expected = env(&[
         ("CORRAL_ATTEMPT", "1"),
         ("CORRAL_CHECKPOINT_DIR", "/ckpt/job/attempt"),
+        ("CORRAL_DISPATCHED_BY", "2:7"),
         ("CUDA_VISIBLE_DEVICES", "2,3"),
         ("ENVIRONMENT", "BATCH"),
         ("HOME", "/home/alice"),

@@ -73,6 +73,7 @@ fn launch(dir: &Path, body: &str) -> Launch {
             environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
         },
         step_peers: Default::default(),
+        dispatched_by: (1, 1),
     }
 }
 

@@ -268,6 +268,10 @@ pub struct Launch {
     pub script: BatchScript,
     /// Where the agents of the attempt's nodes accept job steps: node → `host:port`.
     pub step_peers: BTreeMap<String, String>,
+    /// The leader that sent it: its replica id and term (the job sees it as
+    /// `CORRAL_DISPATCHED_BY=ID:TERM`; the chaos suite checks one leader per
+    /// term from it).
+    pub dispatched_by: (u64, u64),
 }
 
 /// A frame could not be sent or read.

@@ -326,13 +326,15 @@ async fn instruct(
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     let now = clock::now();
+    // This replica leads while the session lives; launches say so, with the term.
+    let leader = (ctx.replica.id(), ctx.replica.leadership().borrow().term);
     let (work, lost) = ctx
         .replica
         .read_local(|state| {
             let work = reconcile(state, node, memory, now)
                 .into_iter()
                 .map(|instruction| {
-                    let message = message_for(state, &instruction, ctx.kill_grace_ms);
+                    let message = message_for(state, &instruction, (ctx.kill_grace_ms, leader));
                     (instruction, message)
                 })
                 .collect::<Vec<_>>();
@@ -369,7 +371,7 @@ async fn instruct(
 fn message_for(
     state: &corral_state::ClusterState,
     instruction: &Instruction,
-    kill_grace_ms: u64,
+    (kill_grace_ms, leader): (u64, (u64, u64)),
 ) -> Option<ControllerMessage> {
     match instruction {
         Instruction::Launch((job, attempt)) => {
@@ -384,6 +386,7 @@ fn message_for(
                 attempt: *attempt,
                 script,
                 step_peers,
+                dispatched_by: leader,
             })))
         }
         Instruction::Signal((job, attempt), signal, scope) => Some(ControllerMessage::Signal {

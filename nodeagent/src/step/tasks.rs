@@ -95,6 +95,7 @@ pub async fn run_node_share(
             cluster_name: &cluster_name,
             checkpoint_dir: &checkpoint_dir,
             base_env: &launch.env,
+            dispatched_by: attempt_launch.dispatched_by,
         };
         let mut env = task_environment(&ctx, &launch.layout, task);
         supervisor.add_agent_vars(&mut env);

@@ -275,6 +275,7 @@ mod tests {
                 environment: Default::default(),
             },
             step_peers: Default::default(),
+            dispatched_by: (1, 1),
         })
     }
 

@@ -136,6 +136,7 @@ impl Supervisor {
             cluster_name: &cluster_name,
             checkpoint_dir: &checkpoint_dir_text,
             base_env: &launch.script.environment,
+            dispatched_by: launch.dispatched_by,
         });
         self.add_agent_vars(&mut env);
         let program = write_script(

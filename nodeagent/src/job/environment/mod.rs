@@ -54,6 +54,8 @@ pub struct LaunchContext<'a> {
     pub checkpoint_dir: &'a str,
     /// The job's exported environment (the `BatchScript`'s).
     pub base_env: &'a BTreeMap<String, String>,
+    /// The leader that sent the launch: replica id and term.
+    pub dispatched_by: (u64, u64),
 }
 
 /// One task of a step: its rank in the step, on its node, and the node's index.
@@ -78,6 +80,7 @@ const MANAGED: &[&str] = &[
     "CORRAL_AGENT_ID",
     "CORRAL_ATTEMPT",
     "CORRAL_CHECKPOINT_DIR",
+    "CORRAL_DISPATCHED_BY",
     "CORRAL_RESUME_FROM",
     "CORRAL_STEP_SOCKET",
     "CUDA_VISIBLE_DEVICES",
