@@ -239,6 +239,44 @@ impl Cluster {
             .with_context(|| format!("reading corral {}", args.join(" ")))
     }
 
+    /// `corral ARGS` as the administrator, which must succeed (retried for
+    /// 30 s while it fails: an election may be under way).
+    pub fn admin(&self, args: &[&str]) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self.corral_as(Who::Admin, args, Duration::from_secs(30))?;
+            if out.status.success() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "corral {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Controller `id`'s peer and client addresses, as the cluster lists them.
+    pub fn member_addresses(&self, id: u64) -> anyhow::Result<(String, String)> {
+        let status = self.json(Who::Admin, &["--json", "cluster"], Duration::from_secs(10))?;
+        let member = status["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["id"].as_u64() == Some(id))
+            .with_context(|| format!("controller {id} is not a member"))?;
+        let text = |key: &str| {
+            member[key]
+                .as_str()
+                .map(String::from)
+                .with_context(|| format!("controller {id} has no {key} address"))
+        };
+        Ok((text("peer")?, text("api")?))
+    }
+
     /// The leader's id and term, if a controller names one.
     pub fn leader(&self) -> Option<(u64, u64)> {
         let out = self

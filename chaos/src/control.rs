@@ -56,13 +56,25 @@ const NAMES: &[&str] = &[
     "cut",
     "heal",
     "xid",
+    "stall-disk",
+    "unstall-disk",
 ];
 
 /// The `--nemesis-exec` names with their placeholders, for help and errors.
 pub const EXEC_NAMES: &str = "kill-controller, stop-controller, start-controller, \
     pause-controller, resume-controller, kill-agent, start-agent, pause-agent, resume-agent \
     ({host} and {id} or {node}), cut ({host}, {peer}: drop packets from and to peer on host), \
-    heal ({host}), xid ({host}, {node}, {gpu}, {xid})";
+    heal ({host}), xid ({host}, {node}, {gpu}, {xid}), stall-disk and unstall-disk ({host}, \
+    {id}: throttle a controller's writes to its data disk, and stop)";
+
+/// A controller whose disk writes are stalled, until
+/// [`Control::unstall_disk`].
+pub enum DiskStall {
+    /// Throttled by this run (see `disk_stall`).
+    Local(crate::disk_stall::Stall),
+    /// Throttled by the operator's `stall-disk` command.
+    Exec(String),
+}
 
 /// How faults reach the processes.
 pub enum Control {
@@ -229,6 +241,37 @@ impl Control {
                         ("xid", &xid),
                     ],
                 )
+            }
+        }
+    }
+
+    /// Stalls the disk writes of controller `name` (its write-ahead log).
+    pub fn stall_disk(&self, name: &str) -> anyhow::Result<DiskStall> {
+        match self {
+            Control::Local { dir, .. } => {
+                let data = dir.join(name).join("data");
+                Ok(DiskStall::Local(crate::disk_stall::begin(
+                    pid(dir, name)?,
+                    &data,
+                )?))
+            }
+            Control::Exec { .. } => {
+                let host = self.host(name)?;
+                let id = name.strip_prefix("controller-").unwrap_or(name);
+                self.exec("stall-disk", &[("host", host.as_str()), ("id", id)])?;
+                Ok(DiskStall::Exec(name.to_string()))
+            }
+        }
+    }
+
+    /// Lets a stalled controller write again.
+    pub fn unstall_disk(&self, stall: DiskStall) -> anyhow::Result<()> {
+        match stall {
+            DiskStall::Local(stall) => stall.heal(),
+            DiskStall::Exec(name) => {
+                let host = self.host(&name)?;
+                let id = name.strip_prefix("controller-").unwrap_or(&name);
+                self.exec("unstall-disk", &[("host", host.as_str()), ("id", id)])
             }
         }
     }

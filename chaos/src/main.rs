@@ -12,6 +12,7 @@
 
 mod cluster;
 mod control;
+mod disk_stall;
 mod finals;
 mod nemesis;
 mod recorder;

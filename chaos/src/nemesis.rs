@@ -52,6 +52,14 @@ pub enum Fault {
     /// (shorter than the lease: nothing may die; longer than lease and
     /// margin: its jobs die there before they run elsewhere).
     IsolateAgent(u64),
+    /// Remove a controller picked at random (the leader, perhaps) from the
+    /// voters with `corral admin members remove`, and add it back this many
+    /// seconds later (`members add`, as a learner that catches up, then a
+    /// voter): a membership change under load.
+    Membership(u64),
+    /// Throttle the leader's writes to its data disk to a trickle for this
+    /// many seconds (its log's fsyncs stall; its network is fine).
+    StallLeaderDisk(u64),
     /// XID 79 (fallen off the bus) on a GPU a job uses: the job is killed
     /// everywhere and requeued, the GPU drained.
     XidCritical,
@@ -76,6 +84,8 @@ impl Fault {
             Fault::Bridge(s) => format!("bridge-{s}s"),
             Fault::Ring(s) => format!("ring-{s}s"),
             Fault::IsolateAgent(s) => format!("isolate-agent-{s}s"),
+            Fault::Membership(s) => format!("membership-{s}s"),
+            Fault::StallLeaderDisk(s) => format!("stall-leader-disk-{s}s"),
             Fault::XidCritical => "xid-79".into(),
             Fault::XidApplication => "xid-13".into(),
         }
@@ -119,6 +129,7 @@ impl Fault {
             Fault::KillAgent => &["kill-agent", "start-agent"],
             Fault::PauseAgent(_) => &["pause-agent", "resume-agent"],
             Fault::XidCritical | Fault::XidApplication => &["xid"],
+            Fault::StallLeaderDisk(_) => &["stall-disk", "unstall-disk"],
             Fault::SkewFollower(_) => {
                 if let Control::Exec { .. } = cluster.control {
                     return Some(
@@ -346,6 +357,36 @@ fn inject(
             }
             std::thread::sleep(Duration::from_secs(seconds));
             control.heal()?;
+            healed();
+        }
+        Fault::StallLeaderDisk(seconds) => {
+            let target = leader()?;
+            let stall = control.stall_disk(&target)?;
+            begin(&target);
+            std::thread::sleep(Duration::from_secs(seconds));
+            control.unstall_disk(stall)?;
+            healed();
+        }
+        Fault::Membership(seconds) => {
+            let target = cluster
+                .controllers
+                .get(rng.random_range(0..cluster.controllers.len()))
+                .copied()
+                .context("no controller")?;
+            let (peer, api) = cluster.member_addresses(target)?;
+            begin(&controller(target));
+            cluster.admin(&["admin", "members", "remove", &target.to_string()])?;
+            std::thread::sleep(Duration::from_secs(seconds));
+            cluster.admin(&[
+                "admin",
+                "members",
+                "add",
+                &target.to_string(),
+                "--peer",
+                &peer,
+                "--api",
+                &api,
+            ])?;
             healed();
         }
         Fault::XidCritical | Fault::XidApplication => {

@@ -103,6 +103,18 @@ pub fn all() -> Vec<Scenario> {
             5,
         ),
         s(
+            "membership",
+            "remove a controller (the leader, perhaps) from the voters and add it back 8 s later",
+            vec![Fault::Membership(8)],
+            5,
+        ),
+        s(
+            "disk-stall",
+            "throttle the leader's disk writes to 1 KiB/s for 8 s (a cgroup block-I/O limit)",
+            vec![Fault::StallLeaderDisk(8)],
+            5,
+        ),
+        s(
             "mixed",
             "every fault above, in a seeded random order",
             vec![
@@ -118,6 +130,8 @@ pub fn all() -> Vec<Scenario> {
                 Fault::Halves(12),
                 Fault::Bridge(12),
                 Fault::IsolateAgent(20),
+                Fault::Membership(8),
+                Fault::StallLeaderDisk(8),
                 Fault::XidCritical,
                 Fault::XidApplication,
             ],

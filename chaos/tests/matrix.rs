@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Seconds of workload and faults per scenario.
-const DURATION_S: &str = "20";
+const DURATION_S: &str = "15";
 
 fn chaos_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corral-chaos"))
