@@ -166,6 +166,19 @@ impl Network {
                         .output()
                         .is_ok()
                 });
+                // Root in a container may still be refused namespaces.
+                let probe = format!("crl-chaos-probe-{}", std::process::id());
+                let namespaces = tools
+                    && std::process::Command::new("ip")
+                        .args(["netns", "add", &probe])
+                        .output()
+                        .is_ok_and(|out| out.status.success());
+                if namespaces {
+                    let _ = std::process::Command::new("ip")
+                        .args(["netns", "del", &probe])
+                        .output();
+                }
+                let tools = tools && namespaces;
                 if !(root && tools) {
                     println!(
                         "corral-chaos: on loopback (partitions need root, iproute2, iptables \

@@ -291,6 +291,15 @@ pub fn netns_unsupported() -> Option<String> {
             return Some(format!("`{program}` is not installed"));
         }
     }
+    let probe = format!("crl-test-probe-{}", std::process::id());
+    let made = Command::new("ip")
+        .args(["netns", "add", &probe])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !made {
+        return Some("this machine refuses to create network namespaces".into());
+    }
+    let _ = Command::new("ip").args(["netns", "del", &probe]).output();
     None
 }
 

@@ -250,6 +250,12 @@ pub fn check_support() -> anyhow::Result<()> {
             bail!("--netns needs `{program}` (Debian package {package}), which is not installed");
         }
     }
+    // Root in a container may still be refused namespaces.
+    let probe = format!("crl-probe-{}", std::process::id());
+    ip(&["netns", "add", &probe]).context(
+        "--netns cannot create a network namespace here (a container without CAP_SYS_ADMIN?)",
+    )?;
+    let _ = ip(&["netns", "del", &probe]);
     Ok(())
 }
 
