@@ -136,6 +136,16 @@ impl Control {
         })
     }
 
+    /// A host that two processes of a deployment share, if one does: cuts
+    /// are made between hosts, so such processes cannot be parted.
+    pub fn shared_host(&self) -> Option<String> {
+        let Control::Exec { hosts, .. } = self else {
+            return None;
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        hosts.values().find(|h| !seen.insert(*h)).cloned()
+    }
+
     /// Does `act` to process `name` (`controller-2`, `agent-gpu01`).
     pub fn act(&self, act: Act, name: &str) -> anyhow::Result<()> {
         match self {
@@ -309,13 +319,49 @@ impl Control {
     }
 }
 
-/// `template` with each `{key}` replaced by its value.
+/// `template` with each `{key}` replaced by its value, shell-quoted (a host
+/// or node name from the cluster's replies is never run as shell code), in
+/// one pass (a value holding `{id}` is not filled in again). Unknown
+/// `{words}` are left as they are.
 fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    values
-        .iter()
-        .fold(template.to_string(), |text, (key, value)| {
-            text.replace(&format!("{{{key}}}"), value)
-        })
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let known = after.find('}').and_then(|close| {
+            let key = &after[..close];
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, value)| (close, *value))
+        });
+        match known {
+            Some((close, value)) => {
+                out.push_str(&shell_quote(value));
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `value` as one shell word: bare when it is plain, else single-quoted.
+fn shell_quote(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@%+=,".contains(c));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
 }
 
 /// `corral local ARGS --dir DIR`.
@@ -390,6 +436,15 @@ mod tests {
             ),
             "ssh ctl2 systemctl kill -s KILL corrald@2"
         );
+        // Values are quoted and never filled in again; unknown braces stay.
+        assert_eq!(
+            fill(
+                "x {node} {id} {other}",
+                &[("node", "a;rm -rf /{id}"), ("id", "1")]
+            ),
+            "x 'a;rm -rf /{id}' 1 {other}"
+        );
+        assert_eq!(fill("{host}", &[("host", "it's")]), "'it'\\''s'");
         let parsed =
             Control::exec_commands(&["kill-controller=ssh {host} pkill -9 corrald".into()])
                 .expect("parsed");

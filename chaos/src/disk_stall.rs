@@ -21,53 +21,101 @@ const TRICKLE_BYTES_PER_S: u64 = 1024;
 /// A process whose disk writes are throttled until [`Stall::heal`].
 pub struct Stall {
     group: PathBuf,
-    root: PathBuf,
+    /// The cgroup it was in, to go back to.
+    home: PathBuf,
     pid: i32,
 }
 
 /// Throttles `pid`'s writes to the disk that holds `data_dir`.
 pub fn begin(pid: i32, data_dir: &Path) -> anyhow::Result<Stall> {
     let device = disk_of(data_dir)?;
-    let (root, limit_file, limit) = if Path::new("/sys/fs/cgroup/blkio").is_dir() {
+    let (root, hierarchy, limit_file, limit) = if Path::new("/sys/fs/cgroup/blkio").is_dir() {
         (
             PathBuf::from("/sys/fs/cgroup/blkio"),
+            Hierarchy::V1("blkio"),
             "blkio.throttle.write_bps_device",
             format!("{device} {TRICKLE_BYTES_PER_S}"),
         )
-    } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+    } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
         .is_ok_and(|c| c.split_whitespace().any(|x| x == "io"))
     {
         (
             PathBuf::from("/sys/fs/cgroup"),
+            Hierarchy::V2,
             "io.max",
             format!("{device} wbps={TRICKLE_BYTES_PER_S}"),
         )
     } else {
-        bail!("no cgroup hierarchy with the blkio (v1) or io (v2) controller to throttle a disk");
+        bail!(
+            "no cgroup hierarchy to throttle a disk with: mount the blkio controller (cgroup v1), \
+             or enable io for child cgroups (cgroup v2: echo +io > /sys/fs/cgroup/cgroup.subtree_control)"
+        );
     };
+    let home = root.join(current_cgroup(pid, hierarchy)?);
     let group = root.join(format!("corral-chaos-stall-{pid}"));
     std::fs::create_dir_all(&group)
         .with_context(|| format!("creating the cgroup {} (needs root)", group.display()))?;
-    let stall = Stall { group, root, pid };
+    let stall = Stall { group, home, pid };
     let limit_path = stall.group.join(limit_file);
-    std::fs::write(&limit_path, &limit)
-        .with_context(|| format!("writing {limit} to {}", limit_path.display()))?;
-    std::fs::write(stall.group.join("cgroup.procs"), pid.to_string())
-        .with_context(|| format!("moving pid {pid} into {}", stall.group.display()))?;
-    Ok(stall)
+    let throttled = std::fs::write(&limit_path, &limit)
+        .with_context(|| format!("writing {limit} to {}", limit_path.display()))
+        .and_then(|()| {
+            std::fs::write(stall.group.join("cgroup.procs"), pid.to_string())
+                .with_context(|| format!("moving pid {pid} into {}", stall.group.display()))
+        });
+    match throttled {
+        Ok(()) => Ok(stall),
+        Err(e) => {
+            // Leave nothing behind.
+            let _ = stall.heal();
+            Err(e)
+        }
+    }
+}
+
+/// Which cgroup hierarchy a process's membership is read from.
+#[derive(Debug, Clone, Copy)]
+enum Hierarchy {
+    /// A v1 hierarchy with this controller.
+    V1(&'static str),
+    /// The unified hierarchy.
+    V2,
+}
+
+/// The cgroup `pid` is in, relative to the hierarchy's root (from
+/// `/proc/PID/cgroup`).
+fn current_cgroup(pid: i32, hierarchy: Hierarchy) -> anyhow::Result<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .with_context(|| format!("reading the cgroups of pid {pid}"))?;
+    let path = text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let ours = match hierarchy {
+            Hierarchy::V1(controller) => controllers.split(',').any(|c| c == controller),
+            Hierarchy::V2 => id == "0" && controllers.is_empty(),
+        };
+        ours.then(|| path.trim_start_matches('/').to_string())
+    });
+    path.map(PathBuf::from)
+        .with_context(|| format!("pid {pid} is in no {hierarchy:?} cgroup"))
 }
 
 impl Stall {
-    /// Lets the process write again.
+    /// Lets the process write again: back to its own cgroup, and the
+    /// throttled one removed.
     pub fn heal(self) -> anyhow::Result<()> {
         // The process may have died meanwhile; the cgroup goes either way.
-        let moved = std::fs::write(self.root.join("cgroup.procs"), self.pid.to_string());
+        let moved = std::fs::write(self.home.join("cgroup.procs"), self.pid.to_string());
         std::fs::remove_dir(&self.group)
             .with_context(|| format!("removing the cgroup {}", self.group.display()))?;
         if let Err(e) = moved
             && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
         {
-            bail!("moving pid {} back: {e}", self.pid);
+            bail!(
+                "moving pid {} back to {}: {e}",
+                self.pid,
+                self.home.display()
+            );
         }
         Ok(())
     }
@@ -94,10 +142,12 @@ fn disk_of(path: &Path) -> anyhow::Result<String> {
     Ok(format!("{major}:{minor}"))
 }
 
-/// Linux's `dev_t` as major and minor numbers (glibc's encoding).
+/// Linux's `dev_t` as major and minor numbers (glibc's encoding: the major's
+/// low 12 bits at 8..20 and high bits at 44..64, the minor's low 8 bits at
+/// 0..8 and high bits at 20..44).
 fn split_dev(dev: u64) -> (u64, u64) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
     (major, minor)
 }
 
@@ -105,12 +155,21 @@ fn split_dev(dev: u64) -> (u64, u64) {
 mod tests {
     use super::*;
 
+    /// glibc's `makedev`.
+    fn makedev(major: u64, minor: u64) -> u64 {
+        ((major & 0xfff) << 8)
+            | ((major & 0xffff_f000) << 32)
+            | (minor & 0xff)
+            | ((minor & 0xffff_ff00) << 12)
+    }
+
     #[test]
     fn device_numbers_split_as_glibc_does() {
-        // makedev(254, 0), makedev(8, 17), makedev(259, 65537).
         assert_eq!(split_dev(0xfe00), (254, 0));
         assert_eq!(split_dev(0x0811), (8, 17));
-        let big = (259u64 << 8) | ((65537u64 & 0xff) | ((65537u64 & !0xff) << 12));
-        assert_eq!(split_dev(big), (259, 65537));
+        for (major, minor) in [(259, 65537), (4096, 3), (0x0fff_ffff, 0xffff_ffff), (1, 0)] {
+            let (major, minor) = (major & 0xffff_ffff, minor & 0xffff_ffff);
+            assert_eq!(split_dev(makedev(major, minor)), (major, minor));
+        }
     }
 }

@@ -311,6 +311,7 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         jobs: Mutex::new(Vec::new()),
     };
     let faults_stop = AtomicBool::new(false);
+    let unhealed_fault: Mutex<Option<String>> = Mutex::new(None);
     let observer_stop = AtomicBool::new(false);
     let load = workload::Workload {
         clients: args.clients,
@@ -323,7 +324,7 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         outer.spawn(|| observe_leaders(&cluster, &recorder, &observer_stop));
         std::thread::scope(|scope| {
             scope.spawn(|| workload::run(load, &shared));
-            scope.spawn(|| {
+            let faults = scope.spawn(|| {
                 nemesis::run(
                     &cluster,
                     &recorder,
@@ -334,6 +335,10 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
             std::thread::sleep(Duration::from_secs(args.duration_s));
             shared.stop.store(true, Ordering::SeqCst);
             faults_stop.store(true, Ordering::SeqCst);
+            if let Ok(Err(unhealed)) = faults.join() {
+                eprintln!("corral-chaos: {unhealed}");
+                *unhealed_fault.lock().unwrap_or_else(|p| p.into_inner()) = Some(unhealed);
+            }
         });
         // The clients and the nemesis are done: the last fault is healed.
         // Let every job end, then note who leads.
@@ -362,6 +367,12 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         history_path.display(),
         report_path.display()
     );
+    if let Some(unhealed) = unhealed_fault
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+    {
+        anyhow::bail!("{unhealed}");
+    }
     Ok(verdicts.iter().all(Verdict::holds))
 }
 

@@ -113,6 +113,12 @@ impl Fault {
                 }
             });
         }
+        if partition && let Some(host) = cluster.control.shared_host() {
+            return Some(format!(
+                "two processes run on {host}, and cuts are made between hosts: partitions \
+                 need every controller and agent on a host of its own"
+            ));
+        }
         if matches!(self, Fault::Ring(_)) && cluster.controllers.len() < 5 {
             return Some(format!(
                 "a ring of {} controllers cuts nothing (every one is the others' neighbour): \
@@ -148,13 +154,15 @@ impl Fault {
 
 /// Injects faults from `kinds`, one every `interval` (± a quarter), until
 /// `stop`; each is healed before the next begins. Kinds this cluster cannot
-/// take are recorded as skipped once and left out.
+/// take are recorded as skipped once and left out. A fault that could not
+/// be healed ends the injections with an error: the cluster may be left
+/// faulted, and the run must say so.
 pub fn run(
     cluster: &Cluster,
     recorder: &Recorder,
     (kinds, interval, seed): (&[Fault], Duration, u64),
     stop: &AtomicBool,
-) {
+) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_7300);
     let ids = AtomicU64::new(1);
     let kinds: Vec<Fault> = kinds
@@ -172,21 +180,31 @@ pub fn run(
         })
         .collect();
     if kinds.is_empty() {
-        return;
+        return Ok(());
     }
     loop {
         let quarter = interval.as_millis() as u64 / 4;
         let pause = interval.as_millis() as u64 - quarter + rng.random_range(0..=2 * quarter);
         if sleep_unless_stopped(Duration::from_millis(pause), stop) {
-            return;
+            return Ok(());
         }
         let fault = kinds[rng.random_range(0..kinds.len())];
         let id = ids.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = inject(cluster, recorder, fault, id, &mut rng) {
-            recorder.record(EventKind::FaultSkipped {
-                kind: fault.name(),
-                reason: format!("{e:#}"),
-            });
+        match inject(cluster, recorder, fault, id, &mut rng) {
+            Ok(()) => {}
+            Err(Injection::Skipped(e)) => {
+                recorder.record(EventKind::FaultSkipped {
+                    kind: fault.name(),
+                    reason: format!("{e:#}"),
+                });
+            }
+            Err(Injection::Unhealed(e)) => {
+                return Err(format!(
+                    "{} could not be healed ({e:#}); no more faults were injected, and the \
+                     cluster may still be faulted",
+                    fault.name()
+                ));
+            }
         }
     }
 }
@@ -214,13 +232,41 @@ fn controller(id: u64) -> String {
     format!("controller-{id}")
 }
 
+/// Why a fault was not run to its end.
+enum Injection {
+    /// Not begun (no leader, no GPU in use, a tool missing): recorded as
+    /// skipped.
+    Skipped(anyhow::Error),
+    /// Begun, but healing it failed: the cluster may be left faulted.
+    Unhealed(anyhow::Error),
+}
+
+/// Applies a begun fault, holds it for `hold` when it applied, and heals it
+/// whatever happened, recording the heal. A failed application is reported
+/// (and healed); only a failed heal is an error.
+fn hold_fault(
+    (apply, hold): (impl FnOnce() -> anyhow::Result<()>, Duration),
+    heal: impl FnOnce() -> anyhow::Result<()>,
+    healed: impl FnOnce(),
+) -> Result<(), Injection> {
+    let applied = apply();
+    if let Err(e) = &applied {
+        eprintln!("corral-chaos: a fault applied only in part ({e:#}); healing it");
+    } else {
+        std::thread::sleep(hold);
+    }
+    let healing = heal();
+    healed();
+    healing.map_err(Injection::Unhealed)
+}
+
 fn inject(
     cluster: &Cluster,
     recorder: &Recorder,
     fault: Fault,
     id: u64,
     rng: &mut StdRng,
-) -> anyhow::Result<()> {
+) -> Result<(), Injection> {
     // `cut_off`: the nodes whose agents the fault separates from the leader.
     let begin_cutting = |target: &str, cut_off: Vec<String>| {
         recorder.record(EventKind::FaultBegin {
@@ -239,10 +285,14 @@ fn inject(
     let healed = || {
         recorder.record(EventKind::FaultHealed { fault: id });
     };
-    let leader = || -> anyhow::Result<String> {
-        let (leader, _) = cluster.leader().context("no controller names a leader")?;
+    let leader = || -> Result<String, Injection> {
+        let (leader, _) = cluster
+            .leader()
+            .context("no controller names a leader")
+            .map_err(Injection::Skipped)?;
         Ok(controller(leader))
     };
+    let secs = Duration::from_secs;
     match fault {
         Fault::KillLeader | Fault::KillController => {
             let target = if fault == Fault::KillLeader {
@@ -251,61 +301,74 @@ fn inject(
                 any_controller(rng)
             };
             begin(&target);
-            control.act(Act::Kill, &target)?;
-            std::thread::sleep(Duration::from_secs(2));
-            control.act(Act::Start, &target)?;
-            healed();
+            hold_fault(
+                (|| control.act(Act::Kill, &target), secs(2)),
+                || control.act(Act::Start, &target),
+                healed,
+            )
         }
         Fault::KillAllControllers => {
             begin_cutting("every controller", every_node());
-            for id in &cluster.controllers {
-                control.act(Act::Kill, &controller(*id))?;
-            }
-            std::thread::sleep(Duration::from_secs(2));
-            for id in &cluster.controllers {
-                control.act(Act::Start, &controller(*id))?;
-            }
-            healed();
+            let all = || cluster.controllers.iter().map(|id| controller(*id));
+            hold_fault(
+                (
+                    || all().try_for_each(|c| control.act(Act::Kill, &c)),
+                    secs(2),
+                ),
+                // Every one is started, even after one fails to.
+                || {
+                    let started: Vec<anyhow::Result<()>> =
+                        all().map(|c| control.act(Act::Start, &c)).collect();
+                    started
+                        .into_iter()
+                        .collect::<anyhow::Result<Vec<()>>>()
+                        .map(|_| ())
+                },
+                healed,
+            )
         }
         Fault::RestartController => {
             let target = any_controller(rng);
             begin(&target);
-            control.act(Act::Stop, &target)?;
-            control.act(Act::Start, &target)?;
-            healed();
+            hold_fault(
+                (|| control.act(Act::Stop, &target), secs(0)),
+                || control.act(Act::Start, &target),
+                healed,
+            )
         }
         Fault::PauseLeader(seconds) => {
             let target = leader()?;
             begin(&target);
-            control.act(Act::Pause, &target)?;
-            std::thread::sleep(Duration::from_secs(seconds));
-            control.act(Act::Resume, &target)?;
-            healed();
+            hold_fault(
+                (|| control.act(Act::Pause, &target), secs(seconds)),
+                || control.act(Act::Resume, &target),
+                healed,
+            )
         }
-        Fault::KillAgent => {
+        Fault::KillAgent | Fault::PauseAgent(_) => {
             let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
             let target = format!("agent-{node}");
+            let (act, hold, heal) = match fault {
+                Fault::PauseAgent(seconds) => (Act::Pause, secs(seconds), Act::Resume),
+                _ => (Act::Kill, secs(3), Act::Start),
+            };
             begin_cutting(&target, vec![node.clone()]);
-            control.act(Act::Kill, &target)?;
-            std::thread::sleep(Duration::from_secs(3));
-            control.act(Act::Start, &target)?;
-            healed();
-        }
-        Fault::PauseAgent(seconds) => {
-            let node = &cluster.nodes[rng.random_range(0..cluster.nodes.len())];
-            let target = format!("agent-{node}");
-            begin_cutting(&target, vec![node.clone()]);
-            control.act(Act::Pause, &target)?;
-            std::thread::sleep(Duration::from_secs(seconds));
-            control.act(Act::Resume, &target)?;
-            healed();
+            hold_fault(
+                (|| control.act(act, &target), hold),
+                || control.act(heal, &target),
+                healed,
+            )
         }
         Fault::SkewFollower(seconds) => {
             let library = FAKETIME_LIBRARIES
                 .iter()
                 .find(|p| std::path::Path::new(p).exists())
-                .context("libfaketime is not installed (apt-get install faketime)")?;
-            let (leader, _) = cluster.leader().context("no controller names a leader")?;
+                .context("libfaketime is not installed (apt-get install faketime)")
+                .map_err(Injection::Skipped)?;
+            let (leader, _) = cluster
+                .leader()
+                .context("no controller names a leader")
+                .map_err(Injection::Skipped)?;
             let followers: Vec<u64> = cluster
                 .controllers
                 .iter()
@@ -313,91 +376,131 @@ fn inject(
                 .filter(|id| *id != leader)
                 .collect();
             if followers.is_empty() {
-                anyhow::bail!("no follower to skew");
+                return Err(Injection::Skipped(anyhow::anyhow!("no follower to skew")));
             }
             let target = controller(followers[rng.random_range(0..followers.len())]);
             begin(&target);
-            control.act(Act::Kill, &target)?;
-            control.start_with_env(
-                &target,
-                &[
-                    format!("LD_PRELOAD={library}"),
-                    format!("FAKETIME={seconds:+}s"),
-                    "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
-                ],
-            )?;
-            std::thread::sleep(Duration::from_secs(8));
-            control.act(Act::Kill, &target)?;
-            control.act(Act::Start, &target)?;
-            healed();
+            hold_fault(
+                (
+                    || {
+                        control.act(Act::Kill, &target)?;
+                        control.start_with_env(
+                            &target,
+                            &[
+                                format!("LD_PRELOAD={library}"),
+                                format!("FAKETIME={seconds:+}s"),
+                                "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+                            ],
+                        )
+                    },
+                    secs(8),
+                ),
+                // Back on the true clock (a failed kill: it was not running).
+                || {
+                    let _ = control.act(Act::Kill, &target);
+                    control.act(Act::Start, &target)
+                },
+                healed,
+            )
         }
         Fault::IsolateLeader(_)
         | Fault::Halves(_)
         | Fault::Bridge(_)
         | Fault::Ring(_)
         | Fault::IsolateAgent(_) => {
-            let (seconds, cuts, target) = partition(cluster, fault, rng)?;
-            // Any agent on either side of a cut that involves a controller
-            // may be cut off from whichever controller leads.
-            let cut_off = every_node()
-                .into_iter()
-                .filter(|node| {
-                    let agent = format!("agent-{node}");
-                    cuts.iter().any(|(one, other)| {
-                        let controller_in =
-                            |side: &[String]| side.iter().any(|p| p.starts_with("controller-"));
-                        (one.contains(&agent) && controller_in(other))
-                            || (other.contains(&agent) && controller_in(one))
-                    })
-                })
-                .collect();
+            let (seconds, cuts, target) =
+                partition(cluster, fault, rng).map_err(Injection::Skipped)?;
+            let cut_off = cut_off_agents(&cluster.controllers, &cluster.nodes, &cuts);
             begin_cutting(&target, cut_off);
-            for (one, other) in &cuts {
-                control.cut(one, other)?;
-            }
-            std::thread::sleep(Duration::from_secs(seconds));
-            control.heal()?;
-            healed();
+            hold_fault(
+                (
+                    || {
+                        cuts.iter()
+                            .try_for_each(|(one, other)| control.cut(one, other))
+                    },
+                    secs(seconds),
+                ),
+                || control.heal(),
+                healed,
+            )
         }
         Fault::StallLeaderDisk(seconds) => {
             let target = leader()?;
-            let stall = control.stall_disk(&target)?;
+            let stall = control.stall_disk(&target).map_err(Injection::Skipped)?;
             begin(&target);
-            std::thread::sleep(Duration::from_secs(seconds));
-            control.unstall_disk(stall)?;
-            healed();
+            hold_fault(
+                (|| Ok(()), secs(seconds)),
+                || control.unstall_disk(stall),
+                healed,
+            )
         }
         Fault::Membership(seconds) => {
             let target = cluster
                 .controllers
                 .get(rng.random_range(0..cluster.controllers.len()))
                 .copied()
-                .context("no controller")?;
-            let (peer, api) = cluster.member_addresses(target)?;
+                .context("no controller")
+                .map_err(Injection::Skipped)?;
+            let (peer, api) = cluster
+                .member_addresses(target)
+                .map_err(Injection::Skipped)?;
+            let id = target.to_string();
             begin(&controller(target));
-            cluster.admin(&["admin", "members", "remove", &target.to_string()])?;
-            std::thread::sleep(Duration::from_secs(seconds));
-            cluster.admin(&[
-                "admin",
-                "members",
-                "add",
-                &target.to_string(),
-                "--peer",
-                &peer,
-                "--api",
-                &api,
-            ])?;
-            healed();
+            hold_fault(
+                (
+                    || cluster.admin(&["admin", "members", "remove", &id]),
+                    secs(seconds),
+                ),
+                || {
+                    cluster.admin(&[
+                        "admin", "members", "add", &id, "--peer", &peer, "--api", &api,
+                    ])
+                },
+                healed,
+            )
         }
         Fault::XidCritical | Fault::XidApplication => {
             let xid = if fault == Fault::XidCritical { 79 } else { 13 };
-            let (node, gpu) = gpu_in_use(cluster, rng)?;
+            let (node, gpu) = gpu_in_use(cluster, rng).map_err(Injection::Skipped)?;
             begin(&format!("{node} GPU {gpu}"));
-            control.xid(&node, gpu, xid)?;
-            healed();
+            // Nothing to heal: the agent drains or keeps the GPU itself.
+            hold_fault(
+                (|| control.xid(&node, gpu, xid), secs(0)),
+                || Ok(()),
+                healed,
+            )
         }
     }
-    Ok(())
+}
+
+/// The nodes whose agents a partition of `cuts` may cut off from the
+/// leader: those that cannot reach some controller that could lead during
+/// it (one that reaches a majority of the controllers, itself included).
+pub fn cut_off_agents(
+    controllers: &[u64],
+    nodes: &[String],
+    cuts: &[(Vec<String>, Vec<String>)],
+) -> Vec<String> {
+    let apart = |a: &str, b: &str| {
+        cuts.iter().any(|(one, other)| {
+            (one.iter().any(|x| x == a) && other.iter().any(|x| x == b))
+                || (one.iter().any(|x| x == b) && other.iter().any(|x| x == a))
+        })
+    };
+    let names: Vec<String> = controllers.iter().map(|id| controller(*id)).collect();
+    let majority = names.len() / 2 + 1;
+    let could_lead: Vec<&String> = names
+        .iter()
+        .filter(|c| names.iter().filter(|o| !apart(c, o)).count() >= majority)
+        .collect();
+    nodes
+        .iter()
+        .filter(|node| {
+            let agent = format!("agent-{node}");
+            could_lead.iter().any(|c| apart(&agent, c))
+        })
+        .cloned()
+        .collect()
 }
 
 /// The cuts a partition makes (pairs of sides), how long it lasts, and how
@@ -529,4 +632,50 @@ fn gpu_in_use(cluster: &Cluster, rng: &mut StdRng) -> anyhow::Result<(String, u3
         anyhow::bail!("no job holds a GPU now");
     }
     Ok(held.swap_remove(rng.random_range(0..held.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_agents_apart_from_a_controller_that_could_lead_are_cut_off() {
+        let controllers = [1, 2, 3];
+        let nodes = names(&["gpu01", "gpu02"]);
+        // The leader alone: the others still lead, and every agent reaches them.
+        let isolate = vec![(
+            names(&["controller-1"]),
+            names(&["controller-2", "controller-3", "agent-gpu01", "agent-gpu02"]),
+        )];
+        assert!(cut_off_agents(&controllers, &nodes, &isolate).is_empty());
+        // Halves: the agent beside the lone controller is cut off.
+        let halves = vec![(
+            names(&["controller-1", "agent-gpu01"]),
+            names(&["controller-2", "controller-3", "agent-gpu02"]),
+        )];
+        assert_eq!(
+            cut_off_agents(&controllers, &nodes, &halves),
+            names(&["gpu01"])
+        );
+        // A bridge (3 reaches both sides): either end may lead, so both
+        // sides' agents may be cut off from it.
+        let bridge = vec![(
+            names(&["controller-1", "agent-gpu01"]),
+            names(&["controller-2", "agent-gpu02"]),
+        )];
+        assert_eq!(cut_off_agents(&controllers, &nodes, &bridge), nodes);
+        // An agent cut off from every controller.
+        let agent = vec![(
+            names(&["agent-gpu02"]),
+            names(&["controller-1", "controller-2", "controller-3"]),
+        )];
+        assert_eq!(
+            cut_off_agents(&controllers, &nodes, &agent),
+            names(&["gpu02"])
+        );
+    }
 }

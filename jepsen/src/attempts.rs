@@ -36,8 +36,8 @@ pub struct ObservedAttempt {
     pub ranks: BTreeMap<u32, Rank>,
     /// Steps of checkpoints it committed, with when.
     pub checkpoints: Vec<(u64, u64)>,
-    /// Steps of checkpoints it wrote (committed or not).
-    pub written: Vec<u64>,
+    /// Steps of checkpoints it wrote (committed or not), with when.
+    pub written: Vec<(u64, u64)>,
     /// When its batch script recorded its end, and with which status.
     pub batch_exit: Option<(u64, i32)>,
 }
@@ -128,14 +128,14 @@ impl Attempts {
                 EventKind::Checkpoint { job, attempt, step } => {
                     let observed = view.observed.entry((*job, *attempt)).or_default();
                     observed.checkpoints.push((event.t, *step));
-                    observed.written.push(*step);
+                    observed.written.push((event.t, *step));
                 }
                 EventKind::CheckpointWritten { job, attempt, step } => {
                     view.observed
                         .entry((*job, *attempt))
                         .or_default()
                         .written
-                        .push(*step);
+                        .push((event.t, *step));
                 }
                 EventKind::Final(job) => {
                     view.finals.insert(job.job, job.clone());

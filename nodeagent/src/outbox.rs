@@ -24,7 +24,15 @@ struct Inner {
     pending: BTreeMap<u64, AgentReport>,
     /// Ids already handed to the current connection.
     sent: u64,
+    /// Pending reports someone waits on ([`Outbox::push_awaited`]).
+    awaited: std::collections::BTreeSet<u64>,
+    /// How awaited reports were settled: committed, or refused (the newest
+    /// [`MAX_OUTCOMES`]).
+    outcomes: BTreeMap<u64, bool>,
 }
+
+/// Settled outcomes kept for waiters.
+const MAX_OUTCOMES: usize = 1024;
 
 impl Outbox {
     /// Queues a report; returns its id.
@@ -34,6 +42,23 @@ impl Outbox {
                 inner.next_id += 1;
                 let id = inner.next_id;
                 inner.pending.insert(id, report);
+                id
+            }
+            Err(_) => 0,
+        };
+        self.added.notify_one();
+        id
+    }
+
+    /// Queues a report whose outcome someone will wait on
+    /// ([`Outbox::settled`]); returns its id.
+    pub fn push_awaited(&self, report: AgentReport) -> u64 {
+        let id = match self.inner.lock() {
+            Ok(mut inner) => {
+                inner.next_id += 1;
+                let id = inner.next_id;
+                inner.pending.insert(id, report);
+                inner.awaited.insert(id);
                 id
             }
             Err(_) => 0,
@@ -73,17 +98,28 @@ impl Outbox {
         }
     }
 
-    /// The leader acknowledged `id`.
+    /// The leader acknowledged `id` as committed.
     pub fn done(&self, id: u64) {
+        self.settle(id, true);
+    }
+
+    /// The leader settled `id`: committed, or refused (stale, too large).
+    pub fn settle(&self, id: u64, committed: bool) {
         if let Ok(mut inner) = self.inner.lock() {
             inner.pending.remove(&id);
+            if inner.awaited.remove(&id) {
+                inner.outcomes.insert(id, committed);
+                while inner.outcomes.len() > MAX_OUTCOMES {
+                    inner.outcomes.pop_first();
+                }
+            }
         }
         self.settled.notify_waiters();
     }
 
-    /// Waits up to `patience` for the leader to settle report `id`
-    /// (committed, or refused as stale); true when it did.
-    pub async fn settled(&self, id: u64, patience: std::time::Duration) -> bool {
+    /// Waits up to `patience` for the leader to settle report `id`: whether
+    /// it was committed, or `None` when it is still pending.
+    pub async fn settled(&self, id: u64, patience: std::time::Duration) -> Option<bool> {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             let notified = self.settled.notified();
@@ -91,13 +127,23 @@ impl Outbox {
             // Registered before the check, so a settlement between the two
             // is not missed.
             notified.as_mut().enable();
-            if !self.is_pending(id) {
-                return true;
+            if let Some(outcome) = self.outcome(id) {
+                return Some(outcome);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return !self.is_pending(id);
+                return self.outcome(id);
             }
         }
+    }
+
+    /// How `id` was settled, if it was (one not awaited, or settled too long
+    /// ago to be remembered, counts as committed).
+    fn outcome(&self, id: u64) -> Option<bool> {
+        let inner = self.inner.lock().ok()?;
+        if inner.pending.contains_key(&id) {
+            return None;
+        }
+        Some(inner.outcomes.get(&id).copied().unwrap_or(true))
     }
 
     /// How many reports wait for acknowledgement.
@@ -146,13 +192,14 @@ mod tests {
         assert!(outbox.is_empty());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_wait_for_settlement_ends_when_the_leader_settles_or_patience_runs_out() {
         let outbox = Outbox::default();
-        let id = outbox.push(started(1));
+        let id = outbox.push_awaited(started(1));
         let patience = std::time::Duration::from_millis(50);
-        assert!(
-            !outbox.settled(id, patience).await,
+        assert_eq!(
+            outbox.settled(id, patience).await,
+            None,
             "settled without the leader"
         );
         let waiter = {
@@ -163,7 +210,15 @@ mod tests {
         };
         tokio::task::yield_now().await;
         outbox.done(id);
-        assert!(waiter.await.expect("the waiter ran"));
-        assert!(outbox.settled(id, patience).await, "already settled");
+        assert_eq!(waiter.await.expect("the waiter ran"), Some(true));
+        assert_eq!(
+            outbox.settled(id, patience).await,
+            Some(true),
+            "already settled"
+        );
+        // Refused (the attempt had ended): the waiter hears so.
+        let refused = outbox.push_awaited(started(2));
+        outbox.settle(refused, false);
+        assert_eq!(outbox.settled(refused, patience).await, Some(false));
     }
 }

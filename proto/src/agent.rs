@@ -202,6 +202,9 @@ pub enum ControllerMessage {
     ReportDone {
         /// The report's id.
         id: u64,
+        /// False when the cluster refused it (stale, or too large) rather
+        /// than committed it.
+        committed: bool,
     },
     /// Start an attempt on this node.
     Launch(Box<Launch>),

@@ -213,11 +213,11 @@ pub enum StepEvent {
     /// A checkpoint was recorded and committed by the cluster (to `corral
     /// checkpoint` only).
     Accepted,
+    /// Every task this sender ran has ended; nothing follows.
+    Finished,
     /// A checkpoint the node's agent holds and keeps reporting, which the
     /// cluster has not committed yet (to `corral checkpoint` only).
     Held(String),
-    /// Every task this sender ran has ended; nothing follows.
-    Finished,
 }
 
 #[cfg(test)]

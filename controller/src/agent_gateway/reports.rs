@@ -26,7 +26,7 @@ pub(super) async fn propose_in_order(
     replica: Arc<Replica>,
     node: String,
     mut reports: mpsc::Receiver<(u64, AgentReport)>,
-    settled: mpsc::Sender<Result<Vec<u64>, String>>,
+    settled: mpsc::Sender<Result<Vec<(u64, bool)>, String>>,
     wake_scheduler: Arc<Notify>,
     committed: Arc<Notify>,
 ) {
@@ -38,14 +38,16 @@ pub(super) async fn propose_in_order(
                 Err(_) => break,
             }
         }
+        // Each report's id with how many commands it became.
         let mut ids = Vec::with_capacity(batch.len());
         let mut commands = Vec::new();
         for (id, report) in batch {
-            ids.push(id);
-            commands.extend(commands_for(&node, report));
+            let recorded = commands_for(&node, report);
+            ids.push((id, recorded.len()));
+            commands.extend(recorded);
         }
         let answer = if commands.is_empty() {
-            Ok(ids)
+            Ok(ids.iter().map(|(id, _)| (*id, true)).collect())
         } else {
             let answer = settle(&node, ids, replica.propose_all(commands).await);
             wake_scheduler.notify_one();
@@ -68,23 +70,37 @@ fn truncate(text: &str, max: usize) -> String {
     text[..end].to_string()
 }
 
-/// Whether a batch of reports (`ids`) is settled once its proposal has an
-/// outcome: yes when it was committed (or refused: stale, or too large ever to
-/// commit), so the agent may stop resending them; no when it may not have
-/// been committed, which ends the session: the agent resends reports only on
-/// a new connection.
-pub(super) fn settle(node: &str, ids: Vec<u64>, proposed: Results) -> Result<Vec<u64>, String> {
+/// Whether a batch of reports (`ids`, each with how many commands it became)
+/// is settled once its proposal has an outcome: yes when it was committed, or
+/// refused (stale, or too large ever to commit), so the agent may stop
+/// resending them, each with whether every command of it committed; no when it
+/// may not have been committed, which ends the session: the agent resends
+/// reports only on a new connection.
+pub(super) fn settle(
+    node: &str,
+    ids: Vec<(u64, usize)>,
+    proposed: Results,
+) -> Result<Vec<(u64, bool)>, String> {
     match proposed {
         Ok(results) => {
             for rejection in results.iter().filter_map(|r| r.as_ref().err()) {
                 tracing::debug!(%node, "agent report refused: {rejection}");
             }
-            Ok(ids)
+            let mut outcomes = results.iter().map(Result::is_ok);
+            Ok(ids
+                .into_iter()
+                .map(|(id, commands)| {
+                    // Every one of its commands is consumed, refused or not.
+                    let refused = outcomes.by_ref().take(commands).filter(|ok| !ok).count();
+                    let committed = refused == 0;
+                    (id, committed)
+                })
+                .collect())
         }
         Err(ProposeError::NotLeader { .. }) => Err("leadership moved".into()),
         Err(e @ (ProposeError::TooLarge { .. } | ProposeError::Unencodable(_))) => {
             tracing::warn!(%node, "agent reports dropped: {e}");
-            Ok(ids)
+            Ok(ids.into_iter().map(|(id, _)| (id, false)).collect())
         }
         Err(e) => Err(format!(
             "agent reports {ids:?} not committed ({e}); the agent resends them on its next connection"
@@ -237,21 +253,34 @@ mod tests {
 
     #[test]
     fn a_report_is_acknowledged_only_once_committed_or_refused() {
-        let done = Ok(vec![7]);
-        assert_eq!(settle("n1", vec![7], Ok(vec![Ok(Outcome::Done)])), done);
-        let stale = Rejection::StaleAttempt {
+        let committed = Ok(vec![(7, true)]);
+        let refused = Ok(vec![(7, false)]);
+        assert_eq!(
+            settle("n1", vec![(7, 1)], Ok(vec![Ok(Outcome::Done)])),
+            committed
+        );
+        let stale = || Rejection::StaleAttempt {
             job: corral_state::ids::JobId(1),
             got: 1,
             live: Some(2),
         };
-        assert_eq!(settle("n1", vec![7], Ok(vec![Err(stale)])), done);
+        assert_eq!(settle("n1", vec![(7, 1)], Ok(vec![Err(stale())])), refused);
+        // Two reports in one proposal: each gets its own commands' outcome.
         assert_eq!(
             settle(
                 "n1",
-                vec![7],
+                vec![(7, 2), (8, 1)],
+                Ok(vec![Ok(Outcome::Done), Err(stale()), Ok(Outcome::Done)])
+            ),
+            Ok(vec![(7, false), (8, true)])
+        );
+        assert_eq!(
+            settle(
+                "n1",
+                vec![(7, 1)],
                 Err(ProposeError::TooLarge { bytes: 10, max: 1 })
             ),
-            done
+            refused
         );
         // Maybe not committed: no acknowledgement, and the session ends so that
         // the agent resends the report (it resends only on a new connection).
@@ -261,7 +290,7 @@ mod tests {
             ProposeError::Unavailable("stopping".into()),
             ProposeError::NotLeader { leader: None },
         ] {
-            assert!(settle("n1", vec![7], Err(failure)).is_err());
+            assert!(settle("n1", vec![(7, 1)], Err(failure)).is_err());
         }
     }
 

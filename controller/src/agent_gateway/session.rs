@@ -132,6 +132,8 @@ async fn run(
         write(send, &ControllerMessage::NotLeader { leader }).await?;
         return Ok(());
     }
+    // The term this session serves in: what it sends names it.
+    let session_term = leadership.term;
     if *ctx.replica.leads_without_quorum().borrow() {
         // Cut off from the majority, perhaps: another leader may be elected
         // already. Neither registering nor renewing a lease can succeed here.
@@ -273,12 +275,12 @@ async fn run(
                 }
             }
             _ = ticks.tick() => {
-                if let Err(e) = instruct(ctx, &node, &mut memory, send).await {
+                if let Err(e) = instruct(ctx, (&node, session_term), &mut memory, send).await {
                     break Err(e);
                 }
             }
             () = ctx.committed.notified() => {
-                if let Err(e) = instruct(ctx, &node, &mut memory, send).await {
+                if let Err(e) = instruct(ctx, (&node, session_term), &mut memory, send).await {
                     break Err(e);
                 }
             }
@@ -297,10 +299,11 @@ async fn run(
     outcome
 }
 
-/// Tells the agent its reports `ids` are settled (it stops resending them).
-async fn report_done(ids: Vec<u64>, send: &mut quinn::SendStream) -> Result<(), String> {
-    for id in ids {
-        write(send, &ControllerMessage::ReportDone { id }).await?;
+/// Tells the agent its reports `ids` are settled (it stops resending them),
+/// each committed or refused.
+async fn report_done(ids: Vec<(u64, bool)>, send: &mut quinn::SendStream) -> Result<(), String> {
+    for (id, committed) in ids {
+        write(send, &ControllerMessage::ReportDone { id, committed }).await?;
     }
     Ok(())
 }
@@ -321,13 +324,22 @@ async fn acknowledge(
 /// Sends what reconciliation says the agent needs now.
 async fn instruct(
     ctx: &SessionContext,
-    node: &str,
+    (node, term): (&str, u64),
     memory: &mut SessionMemory,
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     let now = clock::now();
-    // This replica leads while the session lives; launches say so, with the term.
-    let leader = (ctx.replica.id(), ctx.replica.leadership().borrow().term);
+    // Launches name this replica and the term the session began in; once it
+    // no longer leads in that term, it sends nothing (the session is ending).
+    let still_leads = {
+        let now_leading = ctx.replica.leadership();
+        let now_leading = now_leading.borrow();
+        now_leading.is_self && now_leading.term == term
+    };
+    if !still_leads {
+        return Ok(());
+    }
+    let leader = (ctx.replica.id(), term);
     let (work, lost) = ctx
         .replica
         .read_local(|state| {

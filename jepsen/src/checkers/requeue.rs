@@ -98,9 +98,12 @@ pub fn check(history: &History) -> Verdict {
                 .filter(|((_, status), _)| *status == 0)
                 .and_then(|((t, _), attempt)| {
                     let batch_node = attempt.ranks.get(&0).map(|r| r.node.as_str());
-                    let unheard = batch_node.is_some_and(|node| {
-                        crate::faults::cut_off_past_lease(&faults, node, *t, lease)
-                    });
+                    // Excused only when the cluster ended it as a node
+                    // failure while the batch node was cut off.
+                    let unheard = before.cause.as_deref() == Some("NodeFailure")
+                        && batch_node.is_some_and(|node| {
+                            crate::faults::cut_off_past_lease(&faults, node, *t, lease)
+                        });
                     (!unheard).then_some(*t)
                 });
             if let Some(t) = clean_exit {

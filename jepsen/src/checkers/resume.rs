@@ -61,16 +61,19 @@ pub fn check(history: &History) -> Verdict {
                 _ => {}
             }
             if let Some(from) = r.resumed_from {
+                // Written before this rank started (a leftover of an ended
+                // attempt writing later does not count).
                 let written = view
                     .observed
                     .range((*job, 0)..(*job, *number))
-                    .any(|(_, a)| a.written.contains(&from));
+                    .flat_map(|(_, a)| a.written.iter())
+                    .any(|(t, step)| *step == from && *t <= r.started + tolerance);
                 if !written {
                     verdict.violation(
                         Some(r.started),
                         Some(*job),
                         format!(
-                            "job {job}.{number} rank {rank} resumed from {from}, which no attempt wrote"
+                            "job {job}.{number} rank {rank} resumed from {from}, which no attempt had written"
                         ),
                     );
                 }
@@ -137,7 +140,7 @@ mod tests {
         assert!(
             verdict.violations[0]
                 .message
-                .contains("which no attempt wrote")
+                .contains("which no attempt had written")
         );
     }
 
@@ -157,5 +160,21 @@ mod tests {
         .start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(30));
         let verdict = check(&b.history());
         assert!(verdict.holds(), "{verdict:?}");
+    }
+
+    #[test]
+    fn resuming_from_a_checkpoint_written_only_after_the_start_is_caught() {
+        let mut b = base();
+        b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(30))
+            .event(
+                9_000,
+                crate::history::EventKind::CheckpointWritten {
+                    job: 1,
+                    attempt: 1,
+                    step: 30,
+                },
+            );
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
     }
 }

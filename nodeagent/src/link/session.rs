@@ -240,7 +240,9 @@ impl Session<'_> {
                 // nothing to renew.
                 self.sent_at.retain(|s, _| *s > seq);
             }
-            ControllerMessage::ReportDone { id } => self.parts.outbox.done(id),
+            ControllerMessage::ReportDone { id, committed } => {
+                self.parts.outbox.settle(id, committed);
+            }
             ControllerMessage::Launch(launch) => supervisor.launch(*launch),
             ControllerMessage::Signal {
                 job,

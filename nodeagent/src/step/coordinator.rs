@@ -62,11 +62,11 @@ pub async fn serve(
     }
 }
 
-/// One `srun`: from its request to the step's end.
 /// How long `corral checkpoint` inside a job waits for the cluster to commit
 /// its report before saying it is only held by the agent.
 const CHECKPOINT_COMMIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// One `srun`: from its request to the step's end.
 async fn coordinate(
     stream: UnixStream,
     supervisor: Supervisor,
@@ -85,19 +85,22 @@ async fn coordinate(
             let answer = match supervisor.record_checkpoint((job, attempt), caller, step, path) {
                 Ok(None) => StepEvent::Accepted,
                 Ok(Some(report)) => {
-                    if supervisor
+                    match supervisor
                         .report_settled(report, CHECKPOINT_COMMIT_PATIENCE)
                         .await
                     {
-                        StepEvent::Accepted
-                    } else {
-                        StepEvent::Held(format!(
+                        Some(true) => StepEvent::Accepted,
+                        Some(false) => StepEvent::Refused(format!(
+                            "the cluster refused checkpoint {step} of job {job} attempt \
+                             {attempt}: the attempt had already ended"
+                        )),
+                        None => StepEvent::Held(format!(
                             "checkpoint {step} of job {job} is held by this node's agent, but the \
                              cluster has not committed it within {} s (no leader reachable?); the \
                              agent keeps reporting it, and a requeued attempt resumes from it only \
                              once it is committed",
                             CHECKPOINT_COMMIT_PATIENCE.as_secs()
-                        ))
+                        )),
                     }
                 }
                 Err(reason) => StepEvent::Refused(reason),

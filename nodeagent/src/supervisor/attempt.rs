@@ -130,6 +130,8 @@ pub struct Attempt {
     pub next_step: u32,
     /// The newest checkpoint step reported.
     pub checkpoint_step: Option<u64>,
+    /// Its report's id (none for a step inherited from the job's record).
+    pub checkpoint_report: Option<u64>,
 }
 
 impl Attempt {
@@ -149,6 +151,7 @@ impl Attempt {
             starting: 0,
             next_step: 0,
             checkpoint_step,
+            checkpoint_report: None,
         }
     }
 

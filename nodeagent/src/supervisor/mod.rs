@@ -484,7 +484,8 @@ impl Supervisor {
     /// job, through the step socket, by `caller`). Refused unless the attempt
     /// runs here now and `caller` may act for its job; queued for the leader
     /// otherwise, with the report's id to wait on (a step not newer than one
-    /// already reported is accepted and not sent again: `None`).
+    /// already reported is not sent again: the newest report's id, still to
+    /// wait on, or `None` for a step the job's record already holds).
     pub fn record_checkpoint(
         &self,
         key: AttemptKey,
@@ -516,21 +517,24 @@ impl Supervisor {
                 ));
             }
             if attempt.checkpoint_step.is_some_and(|s| step <= s) {
-                return Ok(None);
+                return Ok(attempt.checkpoint_report);
             }
             attempt.checkpoint_step = Some(step);
             // Under the table's lock: queued before the attempt's end report.
-            Ok(Some(self.outbox.push(AgentReport::Checkpoint {
+            let report = self.outbox.push_awaited(AgentReport::Checkpoint {
                 job: key.0,
                 attempt: key.1,
                 step,
                 path,
-            })))
+            });
+            attempt.checkpoint_report = Some(report);
+            Ok(Some(report))
         }
     }
 
-    /// Waits up to `patience` for the leader to settle report `id`.
-    pub async fn report_settled(&self, id: u64, patience: std::time::Duration) -> bool {
+    /// Waits up to `patience` for the leader to settle report `id`: whether
+    /// it committed it, or `None` while it is pending.
+    pub async fn report_settled(&self, id: u64, patience: std::time::Duration) -> Option<bool> {
         self.outbox.settled(id, patience).await
     }
 

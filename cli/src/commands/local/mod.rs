@@ -519,7 +519,8 @@ fn subnet_hint(dir: &Path) -> u8 {
 fn network_of(dir: &Path) -> anyhow::Result<Network> {
     Network::load(dir)?.with_context(|| {
         format!(
-            "the cluster in {} has no network of its own to cut: start it with              `corral local up --netns` (as root)",
+            "the cluster in {} has no network of its own to cut: start it with \
+             `corral local up --netns` (as root)",
             dir.display()
         )
     })

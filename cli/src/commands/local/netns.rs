@@ -199,11 +199,15 @@ impl Network {
     /// Drops every packet between each process of `one` and each of `other`,
     /// both ways. Cuts add up until [`Network::heal`].
     pub fn cut(&self, one: &[String], other: &[String]) -> anyhow::Result<()> {
+        // Every name checked before any rule is added.
+        for name in one.iter().chain(other) {
+            self.member(name)?;
+        }
+        if let Some(both) = one.iter().find(|a| other.contains(a)) {
+            bail!("{both} is on both sides of the cut");
+        }
         for a in one {
             for b in other {
-                if a == b {
-                    bail!("{a} is on both sides of the cut");
-                }
                 let (a, b) = (self.member(a)?, self.member(b)?);
                 for (here, there) in [(a, b), (b, a)] {
                     let peer = there.ip.to_string();
@@ -215,10 +219,16 @@ impl Network {
         Ok(())
     }
 
-    /// Lifts every cut.
+    /// Lifts every cut (in every namespace, even after one fails).
     pub fn heal(&self) -> anyhow::Result<()> {
-        for member in self.members.values() {
-            iptables(&member.netns, &["-F"])?;
+        let failed: Vec<String> = self
+            .members
+            .values()
+            .filter_map(|member| iptables(&member.netns, &["-F"]).err())
+            .map(|e| format!("{e:#}"))
+            .collect();
+        if !failed.is_empty() {
+            bail!("some cuts remain: {}", failed.join("; "));
         }
         Ok(())
     }
