@@ -11,8 +11,12 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Seconds of workload and faults per scenario.
-const DURATION_S: &str = "15";
+/// Seconds of workload and faults per scenario: 15, or `CORRAL_CHAOS_SECONDS`
+/// (`CORRAL_CHAOS_SECONDS=60 cargo test -p corral-chaos --test matrix` runs
+/// the minute-long matrix, about 25 minutes on two cores).
+fn duration_s() -> String {
+    std::env::var("CORRAL_CHAOS_SECONDS").unwrap_or_else(|_| "15".to_string())
+}
 
 fn chaos_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corral-chaos"))
@@ -51,7 +55,7 @@ fn every_scenario_keeps_every_promise() {
             "0"
         };
         let out = Command::new(chaos_bin())
-            .args(["run", "--scenario", scenario, "--duration-s", DURATION_S])
+            .args(["run", "--scenario", scenario, "--duration-s", &duration_s()])
             .args(["--long-pct", long_pct])
             .args(["--seed", &(seed as u64 + 1).to_string()])
             .arg("--out")

@@ -132,8 +132,9 @@ async fn run(
         write(send, &ControllerMessage::NotLeader { leader }).await?;
         return Ok(());
     }
-    // The term this session serves in: what it sends names it.
-    let session_term = leadership.term;
+    // The term this session serves in: what it sends names it (a re-election
+    // of this replica moves it on).
+    let mut session_term = leadership.term;
     if *ctx.replica.leads_without_quorum().borrow() {
         // Cut off from the majority, perhaps: another leader may be elected
         // already. Neither registering nor renewing a lease can succeed here.
@@ -290,6 +291,8 @@ async fn run(
                     let _ = write(send, &ControllerMessage::NotLeader { leader }).await;
                     break Ok(());
                 }
+                // Elected again in a newer term: what it sends names that term.
+                session_term = leadership.borrow().term;
             }
             _ = stopping.changed() => break Ok(()),
         }
