@@ -463,14 +463,44 @@ fn inject(
             let xid = if fault == Fault::XidCritical { 79 } else { 13 };
             let (node, gpu) = gpu_in_use(cluster, rng).map_err(Injection::Skipped)?;
             begin(&format!("{node} GPU {gpu}"));
-            // Nothing to heal: the agent drains or keeps the GPU itself.
+            if fault == Fault::XidApplication {
+                // Nothing to heal: the GPU stays in service.
+                return hold_fault(
+                    (|| control.xid(&node, gpu, xid), secs(0)),
+                    || Ok(()),
+                    healed,
+                );
+            }
+            // An XID 79 drains the whole node (the GPU needs an operator).
+            // The operator here returns the node to service 5 s later, as
+            // after a GPU reset; the dead GPU itself stays out of service.
             hold_fault(
-                (|| control.xid(&node, gpu, xid), secs(0)),
-                || Ok(()),
+                (|| control.xid(&node, gpu, xid), secs(5)),
+                || wait_drained_then_resume(cluster, &node),
                 healed,
             )
         }
     }
+}
+
+/// Resumes `node` (`corral node resume`) once its drain by an XID 79 has
+/// committed.
+fn wait_drained_then_resume(cluster: &Cluster, node: &str) -> anyhow::Result<()> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = cluster.corral(&["--json", "nodes"], Duration::from_secs(10))?;
+        let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let drained = listing["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["name"].as_str() == Some(node) && !n["drain"].is_null());
+        if drained || Instant::now() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.admin(&["node", "resume", node])
 }
 
 /// The nodes whose agents a partition of `cuts` may cut off from the
