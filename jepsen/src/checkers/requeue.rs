@@ -213,9 +213,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_cleanly_exited_attempt_run_again_is_caught_from_the_jobs_own_record() {
-        let mut b = Builder::new();
+    /// Job 1's first attempt on gpu01: started at 900 ms, its rank and its
+    /// batch script exiting 0 at 1,400 ms.
+    fn clean_first_attempt(b: &mut Builder) -> &mut Builder {
         b.start(900, (1, 1), "gpu01", (0, 1), &[0], None)
             .exit(1_400, (1, 1), "gpu01", 0, 0)
             .event(
@@ -227,6 +227,12 @@ mod tests {
                     status: 0,
                 },
             )
+    }
+
+    #[test]
+    fn a_cleanly_exited_attempt_run_again_is_caught_from_the_jobs_own_record() {
+        let mut b = Builder::new();
+        clean_first_attempt(&mut b)
             .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
         let verdict = check(&b.history());
         assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
@@ -249,20 +255,10 @@ mod tests {
                     target: "agent-gpu01".into(),
                     cut_off: vec!["gpu01".into()],
                 },
-            )
-            .start(900, (1, 1), "gpu01", (0, 1), &[0], None)
-            .exit(1_400, (1, 1), "gpu01", 0, 0)
-            .event(
-                1_400,
-                EventKind::BatchExit {
-                    job: 1,
-                    attempt: 1,
-                    node: "gpu01".into(),
-                    status: 0,
-                },
-            )
-            .event(healed, EventKind::FaultHealed { fault: 1 })
-            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+            );
+            clean_first_attempt(&mut b)
+                .event(healed, EventKind::FaultHealed { fault: 1 })
+                .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
             let verdict = check(&b.history());
             assert_eq!(!verdict.violations.is_empty(), caught, "{verdict:?}");
         }
