@@ -37,28 +37,24 @@ const MAX_OUTCOMES: usize = 1024;
 impl Outbox {
     /// Queues a report; returns its id.
     pub fn push(&self, report: AgentReport) -> u64 {
-        let id = match self.inner.lock() {
-            Ok(mut inner) => {
-                inner.next_id += 1;
-                let id = inner.next_id;
-                inner.pending.insert(id, report);
-                id
-            }
-            Err(_) => 0,
-        };
-        self.added.notify_one();
-        id
+        self.queue(report, false)
     }
 
     /// Queues a report whose outcome someone will wait on
     /// ([`Outbox::settled`]); returns its id.
     pub fn push_awaited(&self, report: AgentReport) -> u64 {
+        self.queue(report, true)
+    }
+
+    fn queue(&self, report: AgentReport, awaited: bool) -> u64 {
         let id = match self.inner.lock() {
             Ok(mut inner) => {
                 inner.next_id += 1;
                 let id = inner.next_id;
                 inner.pending.insert(id, report);
-                inner.awaited.insert(id);
+                if awaited {
+                    inner.awaited.insert(id);
+                }
                 id
             }
             Err(_) => 0,
@@ -96,11 +92,6 @@ impl Outbox {
         if let Ok(mut inner) = self.inner.lock() {
             inner.sent = 0;
         }
-    }
-
-    /// The leader acknowledged `id` as committed.
-    pub fn done(&self, id: u64) {
-        self.settle(id, true);
     }
 
     /// The leader settled `id`: committed, or refused (stale, too large).
@@ -182,12 +173,12 @@ mod tests {
         let first = outbox.unsent();
         assert_eq!(first.len(), 2);
         assert!(outbox.unsent().is_empty(), "sent twice on one connection");
-        outbox.done(first[0].0);
+        outbox.settle(first[0].0, true);
         outbox.reconnected();
         let again = outbox.unsent();
         assert_eq!(again, vec![(first[1].0, started(2))]);
         assert!(outbox.is_pending(first[1].0));
-        outbox.done(first[1].0);
+        outbox.settle(first[1].0, true);
         assert!(!outbox.is_pending(first[1].0));
         assert!(outbox.is_empty());
     }
@@ -209,7 +200,7 @@ mod tests {
             )
         };
         tokio::task::yield_now().await;
-        outbox.done(id);
+        outbox.settle(id, true);
         assert_eq!(waiter.await.expect("the waiter ran"), Some(true));
         assert_eq!(
             outbox.settled(id, patience).await,

@@ -108,7 +108,7 @@ async fn an_attempt_runs_once_and_is_held_until_its_end_is_acknowledged() {
     // Ended, but the leader has not acknowledged it: still held.
     assert_eq!(agent.held(), vec![key]);
     for (id, _) in reports(&outbox) {
-        outbox.done(id);
+        outbox.settle(id, true);
     }
     assert!(agent.held().is_empty());
     let runs = std::fs::read_to_string(dir.path().join("runs")).unwrap();
