@@ -6,6 +6,7 @@ pub mod acct;
 pub mod cluster;
 pub mod datetime;
 pub mod elapsed;
+pub mod format_spec;
 pub mod job_fields;
 pub mod node_list;
 pub mod node_state;
