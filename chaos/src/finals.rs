@@ -13,7 +13,7 @@ use crate::workload::slurm_state;
 
 /// Every job's record, read now.
 pub fn read(cluster: &Cluster, recorder: &Recorder) -> anyhow::Result<Vec<FinalJob>> {
-    let out = cluster.corral(&["--json", "queue", "--all"], Duration::from_secs(60))?;
+    let out = cluster.corral(&["--json", "queue", "-t", "all"], Duration::from_secs(60))?;
     if !out.status.success() {
         anyhow::bail!(
             "corral queue --all failed: {}",

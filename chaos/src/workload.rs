@@ -199,7 +199,7 @@ fn submit(workload: Workload, process: u32, op: u64, rng: &mut StdRng, shared: &
 
 fn read(process: u32, op: u64, job: u64, shared: &Shared<'_>) {
     let id = job.to_string();
-    let args = ["--json", "queue", "--all", "-j", &id];
+    let args = ["--json", "queue", "-t", "all", "-j", &id];
     operation(shared, (process, op, Call::Read { job }), &args, |stdout| {
         let jobs: serde_json::Value = serde_json::from_slice(stdout).ok()?;
         let record = jobs

@@ -165,13 +165,27 @@ pub struct QueueArgs {
     /// Only these accounts.
     #[arg(short = 'A', long = "account", value_delimiter = ',')]
     pub accounts: Vec<String>,
-    /// Only jobs in these states (PENDING, PD, RUNNING, R, ...).
-    #[arg(short = 't', long = "states", value_delimiter = ',')]
+    /// Only jobs in these states (PENDING, PD, RUNNING, R, ...; `all` for every state).
+    #[arg(
+        short = 't',
+        long = "states",
+        visible_alias = "state",
+        value_delimiter = ','
+    )]
     pub states: Vec<String>,
-    /// Only these jobs.
+    /// Only these jobs (an array's id covers its tasks).
     #[arg(short = 'j', long = "jobs", value_delimiter = ',')]
-    pub jobs: Vec<u64>,
-    /// Finished jobs too.
+    pub jobs: Vec<String>,
+    /// Only these QOS.
+    #[arg(short = 'q', long = "qos", value_delimiter = ',')]
+    pub qos: Vec<String>,
+    /// Only jobs with these names.
+    #[arg(short = 'n', long = "name", value_delimiter = ',')]
+    pub names: Vec<String>,
+    /// Only jobs allocated (or, pending, expected to start) on these nodes (a hostlist).
+    #[arg(short = 'w', long = "nodelist")]
+    pub nodelist: Option<String>,
+    /// Every partition, hidden ones too (corral hides none: accepted for scripts).
     #[arg(short = 'a', long)]
     pub all: bool,
     /// No header line.
@@ -180,6 +194,27 @@ pub struct QueueArgs {
     /// Only your own jobs.
     #[arg(long)]
     pub me: bool,
+    /// squeue's long columns: the state's name and the time limit.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// One line per array task, pending ones too (they are folded into `N_[a-b]` otherwise).
+    #[arg(short = 'r', long = "array")]
+    pub array: bool,
+    /// Expected start times of pending jobs, from a scheduling pass.
+    #[arg(long)]
+    pub start: bool,
+    /// Columns, in squeue's `%[.][width]letter` form (e.g. "%.18i %.9P %.30j %.8u %.8T %.10M %.6D %R").
+    #[arg(short = 'o', long = "format")]
+    pub format: Option<String>,
+    /// Columns by name, squeue's `-O` form (e.g. "JobID:10,Name:.30,State,ReasonList").
+    #[arg(short = 'O', long = "Format")]
+    pub format_names: Option<String>,
+    /// Sort keys: format letters, `-` for descending (default "P,t,-p"; "S" with --start).
+    #[arg(short = 'S', long = "sort", allow_hyphen_values = true)]
+    pub sort: Option<String>,
+    /// Print the queue again every SECONDS until interrupted.
+    #[arg(short = 'i', long = "iterate", value_name = "SECONDS")]
+    pub iterate: Option<u64>,
 }
 
 /// `corral cancel`.
@@ -205,47 +240,124 @@ pub struct CancelArgs {
     pub full: bool,
 }
 
-/// `corral nodes`.
+/// `corral nodes` (sinfo's options; `-h` is --noheader, help is `--help`).
 #[derive(Debug, Clone, Args)]
+#[command(disable_help_flag = true)]
 pub struct NodesArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+    /// Invoked as `sinfo`: Slurm's columns only.
+    #[arg(long, hide = true)]
+    pub sinfo: bool,
     /// Only these partitions.
     #[arg(short = 'p', long = "partition", value_delimiter = ',')]
     pub partitions: Vec<String>,
     /// Only these nodes (hostlist).
     #[arg(short = 'n', long = "nodes")]
     pub nodes: Option<String>,
-    /// One line per node.
-    #[arg(short = 'N', long = "node-oriented")]
+    /// One line per node (and partition).
+    #[arg(short = 'N', long = "Node", visible_alias = "node-oriented")]
     pub node_oriented: bool,
+    /// Long output: more columns, after the date.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// Columns, in sinfo's `%[.][width]letter` form (e.g. "%P %a %l %D %t %N").
+    #[arg(short = 'o', long = "format")]
+    pub format: Option<String>,
+    /// Columns by name, sinfo's `-O` form (e.g. "NodeList:20,StateLong,Gres:.12").
+    #[arg(short = 'O', long = "Format")]
+    pub format_names: Option<String>,
+    /// Node counts per partition, NODES(A/I/O/T): allocated, idle, other, total.
+    #[arg(short = 's', long)]
+    pub summarize: bool,
+    /// Why nodes are down or drained: REASON USER TIMESTAMP NODELIST.
+    #[arg(short = 'R', long = "list-reasons")]
+    pub list_reasons: bool,
+    /// Only nodes in these states (e.g. "idle,mix,drain"; `&` for all of them).
+    #[arg(short = 't', long = "states", value_name = "STATES")]
+    pub states: Option<String>,
+    /// No header line.
+    #[arg(short = 'h', long)]
+    pub noheader: bool,
+    /// Every partition, hidden ones too (corral hides none: accepted for scripts).
+    #[arg(short = 'a', long)]
+    pub all: bool,
 }
 
-/// `corral acct`.
+/// `corral acct` (and `sacct`).
 #[derive(Debug, Clone, Args)]
 pub struct AcctArgs {
-    /// Only these jobs.
+    /// Only these jobs (`123`, or `123_4` for an array task).
     #[arg(short = 'j', long = "jobs", value_delimiter = ',')]
-    pub jobs: Vec<u64>,
+    pub jobs: Vec<String>,
     /// Only these users.
-    #[arg(short = 'u', long = "user", value_delimiter = ',')]
+    #[arg(
+        short = 'u',
+        long = "user",
+        visible_alias = "uid",
+        value_delimiter = ','
+    )]
     pub users: Vec<String>,
+    /// Every user's jobs (the default is your own, unless -u or -j name others).
+    #[arg(short = 'a', long = "allusers")]
+    pub all_users: bool,
     /// Only these accounts.
     #[arg(short = 'A', long = "accounts", value_delimiter = ',')]
     pub accounts: Vec<String>,
-    /// Window start: YYYY-MM-DD[THH:MM[:SS]] (UTC), `now-1day`, ...
+    /// Only these partitions.
+    #[arg(short = 'r', long = "partition", value_delimiter = ',')]
+    pub partitions: Vec<String>,
+    /// Only jobs with these names.
+    #[arg(long = "name", value_delimiter = ',')]
+    pub names: Vec<String>,
+    /// Only jobs in these states (CD, F, CA, R, PD, TO, NF, PR, ...).
+    #[arg(short = 's', long = "state", value_delimiter = ',')]
+    pub states: Vec<String>,
+    /// Window start: YYYY-MM-DD[THH:MM[:SS]] (UTC), `now-1day`, ... (default: today
+    /// 00:00, or every job with -j or -s).
     #[arg(short = 'S', long = "starttime")]
     pub start: Option<String>,
-    /// Window end (same forms).
+    /// Window end (same forms; default now).
     #[arg(short = 'E', long = "endtime")]
     pub end: Option<String>,
-    /// One line per attempt.
-    #[arg(long)]
+    /// Columns: sacct's field names (or prefixes), each with an optional %WIDTH
+    /// (e.g. "JobID,JobName%30,AllocTRES,Elapsed,State"); `--helpformat` lists them.
+    #[arg(short = 'o', long = "format")]
+    pub format: Option<String>,
+    /// Only JobID, State and ExitCode.
+    #[arg(short = 'b', long = "brief")]
+    pub brief: bool,
+    /// Job allocations only, no batch-step rows.
+    #[arg(short = 'X', long = "allocations")]
+    pub allocations: bool,
+    /// One line per attempt under each job (sacct's --duplicates).
+    #[arg(long, visible_alias = "duplicates", short = 'D')]
     pub attempts: bool,
+    /// `|` after every field, no padding.
+    #[arg(short = 'p', long = "parsable")]
+    pub parsable: bool,
+    /// `|` between fields, no padding.
+    #[arg(short = 'P', long = "parsable2")]
+    pub parsable2: bool,
+    /// The delimiter of -p/-P.
+    #[arg(long = "delimiter")]
+    pub delimiter: Option<String>,
     /// GPU-hours per user and account instead of job records.
     #[arg(long)]
     pub usage: bool,
     /// No header line.
     #[arg(short = 'n', long)]
     pub noheader: bool,
+    /// List the field names --format takes.
+    #[arg(short = 'e', long = "helpformat")]
+    pub helpformat: bool,
+    /// Every cluster (corral serves one: accepted for scripts).
+    #[arg(short = 'L', long = "allclusters")]
+    pub all_clusters: bool,
+    /// Invoked as `sacct`: sacct's default columns and batch-step rows.
+    #[arg(long, hide = true)]
+    pub sacct: bool,
 }
 
 /// `corral show ...`.

@@ -1,7 +1,8 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
 //! `scancel`, `sinfo`, `sacct`, `scontrol` or `srun`, corral behaves as that
 //! command for its common options, by rewriting the command line into the
-//! matching subcommand. `scontrol`'s arguments follow a `--`, so they reach its
+//! matching subcommand (`sinfo` and `sacct` with a hidden flag that asks for
+//! Slurm's own default columns). `scontrol`'s arguments follow a `--`, so they reach its
 //! own parser untouched.
 
 use std::ffi::OsString;
@@ -28,8 +29,8 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "sbatch" => &["submit"],
         "squeue" => &["queue"],
         "scancel" => &["cancel"],
-        "sinfo" => &["nodes"],
-        "sacct" => &["acct"],
+        "sinfo" => &["nodes", "--sinfo"],
+        "sacct" => &["acct", "--sacct"],
         "scontrol" => &["scontrol", "--"],
         "srun" => &["srun"],
         _ => return Ok(args),
@@ -73,6 +74,14 @@ mod tests {
         assert_eq!(
             rewrite(os(&["srun", "hostname"])).unwrap(),
             os(&["corral", "srun", "hostname"])
+        );
+        assert_eq!(
+            rewrite(os(&["sinfo", "-N"])).unwrap(),
+            os(&["corral", "nodes", "--sinfo", "-N"])
+        );
+        assert_eq!(
+            rewrite(os(&["sacct", "-X"])).unwrap(),
+            os(&["corral", "acct", "--sacct", "-X"])
         );
     }
 

@@ -356,6 +356,11 @@ fn a_queue_larger_than_one_reply_is_listed_whole_page_by_page() {
     assert_eq!(ids.len(), 2000, "no job twice");
     assert_eq!(ids.first(), Some(&1));
     assert_eq!(ids.last(), Some(&2000));
-    let table = cluster.ok("user-alice", &["queue"]);
+    let table = cluster.ok("user-alice", &["queue", "-r"]);
     assert_eq!(table.lines().count(), 2001, "a header and a line per job");
+    // Without -r, each array's pending tasks share a row, as squeue folds them.
+    let folded = cluster.ok("user-alice", &["queue"]);
+    assert_eq!(folded.lines().count(), 3, "{folded}");
+    assert!(folded.contains("         1_[0-999] "), "{folded}");
+    assert!(folded.contains("      1001_[0-999] "), "{folded}");
 }

@@ -16,7 +16,11 @@ use corral_state::time::Timestamp;
 
 use crate::args::{DemoArgs, LocalGpuBackend, LocalUpArgs};
 use crate::connection::{Cluster, ClusterSettings, Retry};
-use crate::format::{AcctOptions, QueueOptions, acct_table, queue_table};
+use crate::format::acct::{AcctOptions, acct_table};
+use crate::format::acct_fields::AcctContext;
+use crate::format::queue_fields::QueueContext;
+use crate::format::queue_rows::rows;
+use crate::format::{QueueOptions, queue_table};
 use crate::when;
 
 /// Steps the training job runs in all.
@@ -180,10 +184,13 @@ async fn drive(dir: &Path, addresses: &[String], user: &str) -> anyhow::Result<E
         "{}",
         acct_table(
             &jobs,
-            Timestamp(when::now_ms()),
+            &AcctContext {
+                now: Timestamp(when::now_ms()),
+                ..AcctContext::default()
+            },
             &AcctOptions {
                 attempts: true,
-                noheader: false
+                ..AcctOptions::default()
             }
         )
     );
@@ -264,11 +271,16 @@ async fn list(client: &Cluster, ids: &[u64]) -> anyhow::Result<Vec<Job>> {
 }
 
 async fn show_queue(client: &Cluster) -> anyhow::Result<()> {
-    let (jobs, as_of_ms) = super::queue::list_jobs(client, ListJobsRequest::default()).await?;
+    let (jobs, as_of_ms) =
+        super::queue::list_jobs_with_priorities(client, ListJobsRequest::default()).await?;
+    let ctx = QueueContext {
+        now: Timestamp(as_of_ms),
+        ..QueueContext::default()
+    };
     println!();
     print!(
         "{}",
-        queue_table(&jobs, Timestamp(as_of_ms), &QueueOptions::default())
+        queue_table(&rows(&jobs, true), &ctx, &QueueOptions::default())
     );
     Ok(())
 }

@@ -55,7 +55,16 @@ pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Resu
         .await?;
     if options.test_only {
         if json {
-            super::print_json(&serde_json::json!({ "test_only": reply.test_only_report }))?;
+            super::print_json(&serde_json::json!({
+                "test_only": reply.test_only_report,
+                "estimate": reply.test_only.as_ref().map(|e| serde_json::json!({
+                    "job_id": e.job_id, "start_ms": e.start_ms, "nodes": e.nodes,
+                    "cpus": e.cpus, "partition": e.partition,
+                })),
+            }))?;
+        } else if let Some(estimate) = &reply.test_only {
+            // Slurm's words, on standard error as sbatch prints them.
+            eprintln!("sbatch: {}", test_only_line(estimate));
         } else {
             println!("{}", reply.test_only_report);
         }
@@ -107,4 +116,18 @@ pub fn from_this_shell(cwd: &std::path::Path) -> SubmitJobRequest {
 /// A fresh idempotency key: 128 random bits.
 fn new_key() -> String {
     format!("{:032x}", rand::random::<u128>())
+}
+
+/// `Job 9 to start at 2026-11-26T11:42:28 using 2 processors on nodes n[1-2]
+/// in partition batch`, as `sbatch --test-only` says it.
+fn test_only_line(estimate: &corral_proto::api::TestOnlyEstimate) -> String {
+    let nodes: Vec<&str> = estimate.nodes.iter().map(String::as_str).collect();
+    format!(
+        "Job {} to start at {} using {} processors on nodes {} in partition {}",
+        estimate.job_id,
+        crate::format::datetime::format_timestamp(corral_state::time::Timestamp(estimate.start_ms)),
+        estimate.cpus,
+        corral_state::slurm::hostlist::compress(&nodes),
+        estimate.partition
+    )
 }

@@ -1,95 +1,167 @@
-//! `corral acct`: job records in sacct's look (fixed widths, a `+` marking a cut
-//! value, a rule under the header), with corral's `Restarts` and `FailedNode`
-//! columns; optionally one extra row per attempt, as sacct lists steps.
+//! `corral acct` (and `sacct`): job records as sacct prints them. Every field
+//! is printed `%*.*s ` (so each line ends in a blank, as Slurm's do): right-
+//! aligned unless its width is negative, a longer value cut and ended in `+`,
+//! the header cut without one, a rule of dashes under it. `-p`/`-P` print
+//! `value|` (the last without `|` under `-P`) with no padding and no rule.
+//! Under each job come its batch step (`N.batch`) unless `-X`, and with
+//! `--attempts` (sacct's `--duplicates`) one row per attempt (`N#A`).
 
-use corral_state::Timestamp;
-use corral_state::job::{Attempt, Job, JobState};
+use corral_state::job::Job;
 
-use super::elapsed::{attempt_elapsed_secs, job_elapsed_secs, sacct_time};
-use super::job_fields::{attempt_cause, exit_code_text, failed_node, job_failed_node, job_id_text};
-use super::table::{Align, Column, Style, Width, render};
+use super::acct_fields::{AcctContext, AcctField, AcctRow, lookup, value};
+
+/// sacct's default columns.
+pub const SLURM_DEFAULT_FIELDS: &str = "jobid,jobname,partition,account,alloccpus,state,exitcode";
+/// `corral acct`'s default columns: sacct's, with GPUs for CPUs, and the run
+/// time, restarts and failed node.
+pub const CORRAL_DEFAULT_FIELDS: &str =
+    "jobid,jobname,partition,account,allocgpus,state,exitcode,elapsed,restarts,failednode";
+/// sacct `--brief`'s columns.
+pub const BRIEF_FIELDS: &str = "jobid,state,exitcode";
+
+/// One column: the field's name as Slurm spells it, its width and the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcctColumn {
+    /// The header.
+    pub name: &'static str,
+    /// Width; negative for left-aligned.
+    pub width: i32,
+    /// The field.
+    pub field: AcctField,
+}
+
+/// Parses `--format` (`JobID,JobName%30,elap`): names or prefixes, each with
+/// an optional `%WIDTH`. `Err` names the first field sacct would refuse.
+pub fn parse_fields(format: &str) -> Result<Vec<AcctColumn>, String> {
+    format
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(|spec| {
+            let (name, width) = match spec.split_once('%') {
+                Some((name, width)) => (name, Some(width)),
+                None => (spec, None),
+            };
+            let (full, default_width, field) =
+                lookup(name).ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+            let width = match width {
+                Some(w) => w
+                    .parse::<i32>()
+                    .map_err(|_| format!("Invalid field width: \"{spec}\""))?,
+                None => default_width,
+            };
+            Ok(AcctColumn {
+                name: full,
+                width,
+                field,
+            })
+        })
+        .collect()
+}
 
 /// How `acct_table` prints.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcctOptions {
-    /// Under each job, one row per attempt, with JobID `ID#ATTEMPT`.
+    /// The columns.
+    pub columns: Vec<AcctColumn>,
+    /// Job rows only, no batch-step rows (`-X`).
+    pub allocations: bool,
+    /// One row per attempt under each job.
     pub attempts: bool,
-    /// Leave out the header and its rule (`sacct --noheader`).
+    /// No header (`-n`).
     pub noheader: bool,
+    /// `-p`/`-P`/`--delimiter`: the delimiter, and whether the last field gets one too.
+    pub parsable: Option<(String, bool)>,
 }
 
-const COLUMNS: [Column; 10] = [
-    Column::new("JobID", Align::Left, Width::Plus(12)),
-    Column::new("JobName", Align::Right, Width::Plus(10)),
-    Column::new("Partition", Align::Right, Width::Plus(10)),
-    Column::new("Account", Align::Right, Width::Plus(10)),
-    Column::new("AllocGPUS", Align::Right, Width::Plus(9)),
-    Column::new("State", Align::Right, Width::Plus(10)),
-    Column::new("ExitCode", Align::Right, Width::Plus(8)),
-    Column::new("Elapsed", Align::Right, Width::Plus(10)),
-    Column::new("Restarts", Align::Right, Width::Plus(8)),
-    Column::new("FailedNode", Align::Right, Width::Fit),
-];
-
-/// The jobs as sacct prints them, in the order given. A job's row describes its
-/// newest attempt (GPUs allocated, exit code, run time at `now`; zeros while the
-/// job waits in the queue); Restarts counts requeues and FailedNode names the node of the
-/// latest node or GPU failure (or application XID) under any attempt. An attempt's row shows its own
-/// GPUs, final state (`REQUEUED` for one that went back to the queue, the job's
-/// state while it runs), exit code, run time and failed node.
-pub fn acct_table(jobs: &[Job], now: Timestamp, opts: &AcctOptions) -> String {
-    let mut rows = Vec::new();
-    for job in jobs {
-        rows.push(job_row(job, now));
-        if opts.attempts {
-            rows.extend(job.attempts.iter().map(|a| attempt_row(job, a, now)));
+impl Default for AcctOptions {
+    fn default() -> Self {
+        AcctOptions {
+            columns: parse_fields(CORRAL_DEFAULT_FIELDS).unwrap_or_default(),
+            allocations: true,
+            attempts: false,
+            noheader: false,
+            parsable: None,
         }
     }
-    render(
-        &COLUMNS,
-        &rows,
-        Style {
-            header: !opts.noheader,
-            rule: true,
-        },
-    )
 }
 
-fn job_row(job: &Job, now: Timestamp) -> Vec<String> {
-    let waiting = matches!(job.state, JobState::Pending | JobState::RequeueHold);
-    let attempt = job.current_attempt().filter(|_| !waiting);
-    let gpus = attempt.map_or(0, Attempt::gpu_count);
-    vec![
-        job_id_text(job),
-        job.spec.name.clone(),
-        job.partition.clone(),
-        job.account.clone(),
-        gpus.to_string(),
-        job.state.slurm_name().to_string(),
-        exit_code_text(attempt.and_then(|a| a.batch_exit.as_ref())),
-        sacct_time(job_elapsed_secs(job, now)),
-        job.requeue_count.to_string(),
-        job_failed_node(job).unwrap_or("").to_string(),
-    ]
+/// The jobs as sacct prints them, in the order given.
+pub fn acct_table(jobs: &[Job], ctx: &AcctContext, opts: &AcctOptions) -> String {
+    let mut out = String::new();
+    if !opts.noheader {
+        out.push_str(&line(opts, |c| Some(c.name.to_string()), false));
+        if opts.parsable.is_none() {
+            out.push_str(&line(
+                opts,
+                |c| Some("-".repeat(c.width.unsigned_abs() as usize)),
+                false,
+            ));
+        }
+    }
+    for job in jobs {
+        let mut rows = vec![AcctRow::Job(job)];
+        let started = job.current_attempt().filter(|_| {
+            !matches!(
+                job.state,
+                corral_state::job::JobState::Pending | corral_state::job::JobState::RequeueHold
+            )
+        });
+        if opts.attempts {
+            rows.extend(job.attempts.iter().map(|a| AcctRow::Attempt(job, a)));
+        }
+        if let (false, Some(attempt)) = (opts.allocations, started) {
+            rows.push(AcctRow::Batch(job, attempt));
+        }
+        for row in rows {
+            out.push_str(&line(opts, |c| value(c.field, row, ctx), true));
+        }
+    }
+    out
 }
 
-fn attempt_row(job: &Job, attempt: &Attempt, now: Timestamp) -> Vec<String> {
-    let state = attempt.end.as_ref().map_or(job.state, |end| end.state);
-    vec![
-        format!("{}#{}", job_id_text(job), attempt.number),
-        job.spec.name.clone(),
-        job.partition.clone(),
-        job.account.clone(),
-        attempt.gpu_count().to_string(),
-        state.slurm_name().to_string(),
-        exit_code_text(attempt.batch_exit.as_ref()),
-        sacct_time(attempt_elapsed_secs(attempt, now)),
-        attempt.number.saturating_sub(1).to_string(),
-        attempt_cause(attempt)
-            .and_then(failed_node)
-            .unwrap_or("")
-            .to_string(),
-    ]
+/// One line: each column's text, laid out as sacct does.
+fn line(
+    opts: &AcctOptions,
+    text: impl Fn(&AcctColumn) -> Option<String>,
+    cut_with_plus: bool,
+) -> String {
+    let mut out = String::new();
+    let count = opts.columns.len();
+    for (i, column) in opts.columns.iter().enumerate() {
+        let cell = text(column);
+        match &opts.parsable {
+            Some((delimiter, trailing)) => {
+                out.push_str(&super::terminal_safe::escape_controls(
+                    cell.as_deref().unwrap_or(""),
+                ));
+                if *trailing || i + 1 < count {
+                    out.push_str(delimiter);
+                }
+            }
+            None => {
+                let width = column.width.unsigned_abs() as usize;
+                let cell = cell.unwrap_or_default();
+                let cell = super::terminal_safe::escape_controls(&cell);
+                let mut shown: String = cell.chars().take(width).collect();
+                if cut_with_plus && cell.chars().count() > width && width > 0 {
+                    shown = cell.chars().take(width - 1).collect();
+                    shown.push('+');
+                }
+                let pad = " ".repeat(width.saturating_sub(shown.chars().count()));
+                if column.width < 0 {
+                    out.push_str(&shown);
+                    out.push_str(&pad);
+                } else {
+                    out.push_str(&pad);
+                    out.push_str(&shown);
+                }
+                out.push(' ');
+            }
+        }
+    }
+    out.push('\n');
+    out
 }
 
 #[cfg(test)]
@@ -97,34 +169,70 @@ mod tests {
     use super::*;
     use crate::format::test_jobs::{jobs, now, scenario};
 
+    fn ctx() -> AcctContext {
+        AcctContext {
+            now: now(),
+            ..AcctContext::default()
+        }
+    }
+
     #[test]
-    fn jobs_with_restarts_failed_node_and_attempts() {
+    fn corral_columns_with_restarts_failed_node_and_attempts() {
         let opts = AcctOptions {
             attempts: true,
-            noheader: false,
+            ..AcctOptions::default()
         };
-        let out = acct_table(&jobs(&scenario())[..3], now(), &opts);
+        let out = acct_table(&jobs(&scenario())[..3], &ctx(), &opts);
         let expected = "\
-JobID           JobName  Partition    Account AllocGPUS      State ExitCode    Elapsed Restarts FailedNode
------------- ---------- ---------- ---------- --------- ---------- -------- ---------- -------- ----------
-1                 train        gpu         ml        16    RUNNING      0:0   01:00:00        1         n2
-1#1               train        gpu         ml        16   REQUEUED      0:0   00:14:00        0         n2
-1#2               train        gpu         ml        16    RUNNING      0:0   01:00:00        1
-2                  eval        gpu         ml         4  COMPLETED      0:0   00:20:00        0
-2#1                eval        gpu         ml         4  COMPLETED      0:0   00:20:00        0
-3            long-name+        gpu         ml         0    PENDING      0:0   00:00:00        0
+JobID           JobName  Partition    Account AllocGPUS      State ExitCode    Elapsed Restarts FailedNode 
+------------ ---------- ---------- ---------- --------- ---------- -------- ---------- -------- ---------- 
+1                 train        gpu         ml        16    RUNNING      0:0   01:00:00        1         n2 
+1#1               train        gpu         ml        16   REQUEUED      0:0   00:14:00        0         n2 
+1#2               train        gpu         ml        16    RUNNING      0:0   01:00:00        1            
+2                  eval        gpu         ml         4  COMPLETED      0:0   00:20:00        0            
+2#1                eval        gpu         ml         4  COMPLETED      0:0   00:20:00        0            
+3            long-name+        gpu         ml         0    PENDING      0:0   00:00:00        0            
 ";
         assert_eq!(out, expected);
     }
 
     #[test]
-    fn one_row_per_job_without_header() {
+    fn a_guide_format_with_steps_widths_and_gres() {
         let opts = AcctOptions {
-            attempts: false,
-            noheader: true,
+            columns: parse_fields(
+                "JobID,JobName%20,Partition,AllocGRES,AllocTRES%45,Elapsed,State",
+            )
+            .unwrap(),
+            allocations: false,
+            ..AcctOptions::default()
         };
-        let out = acct_table(&jobs(&scenario()), now(), &opts);
-        assert_eq!(out.lines().count(), 6);
-        assert!(out.starts_with("1 "));
+        let out = acct_table(&jobs(&scenario())[1..3], &ctx(), &opts);
+        let expected = "\
+JobID                     JobName  Partition    AllocGRES                                     AllocTRES    Elapsed      State 
+------------ -------------------- ---------- ------------ --------------------------------------------- ---------- ---------- 
+2                            eval        gpu        gpu:4             billing=1,cpu=1,gres/gpu=4,node=1   00:20:00  COMPLETED 
+2.batch                     batch                   gpu:4             billing=1,cpu=1,gres/gpu=4,node=1   00:20:00  COMPLETED 
+3                   long-name-job        gpu                                                              00:00:00    PENDING 
+";
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn parsable_forms_and_refused_fields() {
+        let mut opts = AcctOptions {
+            columns: parse_fields("jobid,state,elapsedraw").unwrap(),
+            parsable: Some(("|".into(), false)),
+            ..AcctOptions::default()
+        };
+        let out = acct_table(&jobs(&scenario())[1..2], &ctx(), &opts);
+        assert_eq!(out, "JobID|State|ElapsedRaw\n2|COMPLETED|1200\n");
+        opts.parsable = Some((",".into(), true));
+        opts.noheader = true;
+        let out = acct_table(&jobs(&scenario())[1..2], &ctx(), &opts);
+        assert_eq!(out, "2,COMPLETED,1200,\n");
+        assert_eq!(
+            parse_fields("JobID,Bogus").unwrap_err(),
+            "Invalid field requested: \"Bogus\""
+        );
     }
 }

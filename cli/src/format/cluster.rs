@@ -6,7 +6,7 @@ use corral_proto::api::ClusterStatusReply;
 use corral_state::Timestamp;
 
 use super::datetime::format_timestamp;
-use super::table::{Align, Column, Style, Width, render};
+use super::table::{Align, Column, Style, render};
 
 /// A summary block, then the members table (`*` marks the leader, `(this)` the
 /// replica that answered). MATCHED and LAG are known only when the leader
@@ -99,13 +99,13 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
         })
         .collect();
     let columns = [
-        Column::new("ID", Align::Right, Width::Fit),
-        Column::new("ROLE", Align::Left, Width::Fit),
-        Column::new("PEER", Align::Left, Width::Fit),
-        Column::new("API", Align::Left, Width::Fit),
-        Column::new("LAG", Align::Right, Width::Fit),
-        Column::new("CLOCK_MS", Align::Right, Width::Fit),
-        Column::new("", Align::Left, Width::Fit),
+        Column::new("ID", Align::Right),
+        Column::new("ROLE", Align::Left),
+        Column::new("PEER", Align::Left),
+        Column::new("API", Align::Left),
+        Column::new("LAG", Align::Right),
+        Column::new("CLOCK_MS", Align::Right),
+        Column::new("", Align::Left),
     ];
     out.push_str(&render(
         &columns,

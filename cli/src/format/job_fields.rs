@@ -1,8 +1,12 @@
 //! Small per-job values several views print alike: the JOBID text (`123_4` for
 //! array tasks), exit codes (`code:signal`), an attempt's node list and why an
-//! attempt ended.
+//! attempt ended, the end time, the dependency as written and output paths.
 
+use corral_state::Timestamp;
 use corral_state::job::{Attempt, EndCause, ExitStatus, Job};
+use corral_state::slurm::dependency::DependencySpec;
+use corral_state::slurm::duration::TimeLimit;
+use corral_state::slurm::filename_pattern::{PatternValues, expand_pattern};
 use corral_state::slurm::hostlist;
 
 /// The id as Slurm prints it: `123`, or `ARRAYID_TASK` (`123_4`) for an array task.
@@ -81,6 +85,70 @@ pub fn cause_text(cause: &EndCause) -> String {
                 "application error on GPU {gpu} of node {node} (XID {xid}; GPU kept in service)"
             )
         }
+    }
+}
+
+/// When the job ended, is ending, or (while it runs) will reach its time limit.
+pub fn end_time(job: &Job, current: Option<&Attempt>) -> Option<Timestamp> {
+    if let Some(at) = job.ended_at {
+        return Some(at);
+    }
+    let attempt = current?;
+    if let Some(ending) = &attempt.ending {
+        return Some(ending.at);
+    }
+    match job.time_limit {
+        TimeLimit::Seconds(secs) => Some(attempt.started_at.plus_secs(secs)),
+        TimeLimit::Unlimited => None,
+    }
+}
+
+/// `afterok:12:13,singleton`, as written to `--dependency` (`?` for any-of).
+pub fn dependency_text(dependency: &DependencySpec) -> String {
+    let mut parts: Vec<String> = dependency
+        .conditions
+        .iter()
+        .map(|c| {
+            let mut text = format!("{}:{}", c.kind.keyword(), c.job_id);
+            if let Some(task) = c.array_task {
+                text.push_str(&format!("_{task}"));
+            }
+            if c.delay_minutes > 0 {
+                text.push_str(&format!("+{}", c.delay_minutes));
+            }
+            text
+        })
+        .collect();
+    if dependency.singleton {
+        parts.push("singleton".to_string());
+    }
+    parts.join(if dependency.any_of { "?" } else { "," })
+}
+
+/// An output file as the job sees it: sbatch's default name when none was given,
+/// patterns expanded (`%N` as the batch host), relative to the working directory.
+/// A pattern that does not expand is shown as written.
+pub fn output_path(job: &Job, current: Option<&Attempt>, pattern: Option<&str>) -> String {
+    let pattern = pattern.unwrap_or(if job.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    });
+    let values = PatternValues {
+        job_id: job.id.0,
+        array_job_id: job.array.map(|t| t.array_job_id.0),
+        array_task_id: job.array.map(|t| t.task_id),
+        job_name: &job.spec.name,
+        user: &job.spec.user,
+        node: current.and_then(Attempt::batch_host).unwrap_or(""),
+        node_id: 0,
+        task_id: 0,
+    };
+    let path = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
+    if path.starts_with('/') {
+        path
+    } else {
+        format!("{}/{path}", job.spec.workdir.trim_end_matches('/'))
     }
 }
 

@@ -3,6 +3,7 @@
 //! to text so it is tested without a cluster. Times are printed in UTC.
 
 pub mod acct;
+pub mod acct_fields;
 pub mod cluster;
 pub mod datetime;
 pub mod elapsed;
@@ -12,16 +13,18 @@ pub mod node_list;
 pub mod node_state;
 pub mod nodes;
 pub mod queue;
+pub mod queue_fields;
+pub mod queue_rows;
 pub mod reason;
 pub mod show_job;
+pub mod show_node;
+pub mod sinfo_fields;
 pub mod table;
 pub mod terminal_safe;
 pub mod usage;
 
-pub use acct::{AcctOptions, acct_table};
 pub use cluster::cluster_status;
-pub use node_list::node_list;
-pub use nodes::nodes_table;
+pub use nodes::{Columns, SinfoOptions, sinfo};
 pub use queue::{QueueOptions, queue_table};
 pub use show_job::show_job;
 pub use usage::usage_table;

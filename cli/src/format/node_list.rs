@@ -1,122 +1,161 @@
-//! `corral nodes --long`: one line per node in the spirit of `sinfo -N --long`:
-//! its partitions, state, CPUs, memory, GPUs by type (`gpu:h100:8`), the health
-//! of each GPU that is not in service, and why the node is drained or down.
+//! Which nodes share a line of sinfo's output, and in what order lines come,
+//! as Slurm 22.05's sinfo decides: partition by partition, each node joins the
+//! first line of a matching partition whose nodes show alike in every field
+//! printed (state, reason, features, ...), else starts a line. With `-N`
+//! (`per_node`) every node of every partition has a line of its own; with
+//! `-R` (`any_partition`) partitions do not matter. When a field names the
+//! partition, every partition shown has a line even if none of its nodes are
+//! (`0 n/a`).
+//!
+//! Lines are then sorted as sinfo sorts by default: by partition, in the order
+//! the partitions are given, then by state, highest Slurm state number first
+//! (drained and not responding, mixed, allocated, idle, down); with `-N`, by
+//! node name, numbers compared as numbers. Where Slurm's order depends on
+//! thread timing (two partitions' nodes merged into one line), this order is
+//! the partitions' own.
 
+use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeMap;
 
-use corral_state::node::{Availability, GpuHealth, Node};
+use corral_state::node::Node;
 use corral_state::partition::Partition;
 
-use super::node_state::state_long;
-use super::table::{Align, Column, Style, Width, render};
+use super::sinfo_fields::{Field, Line};
 
-/// Every node, in the order given. PARTITION lists the partitions holding it
-/// (default marked `*`; `-` for none); MEMORY is in MiB as sinfo prints it; GRES
-/// counts GPUs per type; GPU_HEALTH is `ok`, `-` without GPUs, or each GPU out of
-/// service as `INDEX:xidN`, `INDEX:fault` or `INDEX:drain`; REASON is the drain or
-/// down reason.
-pub fn node_list(nodes: &[Node], partitions: &[Partition], noheader: bool) -> String {
-    let rows: Vec<Vec<String>> = nodes
-        .iter()
-        .map(|node| {
-            vec![
-                node.name.clone(),
-                "1".to_string(),
-                partitions_of(node, partitions),
-                state_long(node.state_view()).to_string(),
-                node.cpus.to_string(),
-                node.memory_mb.to_string(),
-                gres(node),
-                gpu_health(node),
-                reason(node),
-            ]
-        })
-        .collect();
-    let columns = [
-        Column::new("NODELIST", Align::Left, Width::Fit),
-        Column::new("NODES", Align::Right, Width::Fit),
-        Column::new("PARTITION", Align::Left, Width::Fit),
-        Column::new("STATE", Align::Left, Width::Fit),
-        Column::new("CPUS", Align::Right, Width::Fit),
-        Column::new("MEMORY", Align::Right, Width::Fit),
-        Column::new("GRES", Align::Left, Width::Fit),
-        Column::new("GPU_HEALTH", Align::Left, Width::Fit),
-        Column::new("REASON", Align::Left, Width::Fit),
-    ];
-    render(
-        &columns,
-        &rows,
-        Style {
-            header: !noheader,
-            rule: false,
-        },
-    )
+/// How nodes are put on lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Grouping {
+    /// `-N`: one line per node and partition.
+    pub per_node: bool,
+    /// `-R`: nodes of different partitions share lines.
+    pub any_partition: bool,
 }
 
-fn partitions_of(node: &Node, partitions: &[Partition]) -> String {
-    let names: Vec<String> = partitions
-        .iter()
-        .filter(|p| p.nodes.contains(&node.name))
-        .map(|p| {
-            if p.is_default {
-                format!("{}*", p.name)
-            } else {
-                p.name.clone()
+/// The lines for `nodes` (those shown) of `partitions` (those shown, in
+/// order), printing `fields`, sorted.
+pub fn lines<'a>(
+    nodes: &'a [Node],
+    partitions: &'a [Partition],
+    fields: &[Field],
+    grouping: Grouping,
+) -> Vec<Line<'a>> {
+    let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut lines: Vec<Line<'a>> = Vec::new();
+    if !grouping.per_node && fields.iter().any(|f| f.names_partition()) {
+        lines.extend(
+            partitions
+                .iter()
+                .enumerate()
+                .map(|(partition_index, partition)| Line {
+                    partition,
+                    partition_index,
+                    nodes: Vec::new(),
+                }),
+        );
+    }
+    for (index, partition) in partitions.iter().enumerate() {
+        let mut members: Vec<&Node> = partition
+            .nodes
+            .iter()
+            .filter_map(|name| by_name.get(name.as_str()).copied())
+            .collect();
+        members.sort_by(|a, b| name_order(&a.name, &b.name));
+        for node in members {
+            let joins = lines.iter_mut().find(|line| {
+                same_partition(line, partition, index, fields, grouping)
+                    && line
+                        .nodes
+                        .first()
+                        .is_none_or(|first| !grouping.per_node && alike(first, node, fields))
+            });
+            match joins {
+                Some(line) if line.nodes.iter().any(|n| n.name == node.name) => {}
+                Some(line) => line.nodes.push(node),
+                None => lines.push(Line {
+                    partition,
+                    partition_index: index,
+                    nodes: vec![node],
+                }),
             }
-        })
-        .collect();
-    if names.is_empty() {
-        "-".to_string()
+        }
+    }
+    if grouping.per_node {
+        lines.sort_by(|a, b| name_order(first_name(a), first_name(b)));
     } else {
-        names.join(",")
+        lines.sort_by_key(|line| (line.partition_index, Reverse(line.state().number())));
     }
+    lines
 }
 
-/// `gpu:TYPE:COUNT` per GPU type, comma-separated; `(null)` without GPUs.
-fn gres(node: &Node) -> String {
-    let mut by_type: BTreeMap<&str, usize> = BTreeMap::new();
-    for gpu in &node.gpus {
-        *by_type.entry(gpu.gpu_type.as_str()).or_default() += 1;
-    }
-    if by_type.is_empty() {
-        return "(null)".to_string();
-    }
-    by_type
-        .iter()
-        .map(|(gpu_type, count)| format!("gpu:{gpu_type}:{count}"))
-        .collect::<Vec<_>>()
-        .join(",")
+/// Whether nodes of `partition` may join `line`.
+fn same_partition(
+    line: &Line,
+    partition: &Partition,
+    index: usize,
+    fields: &[Field],
+    grouping: Grouping,
+) -> bool {
+    grouping.any_partition
+        || line.partition_index == index
+        || fields
+            .iter()
+            .all(|f| f.partition_key(line.partition) == f.partition_key(partition))
 }
 
-fn gpu_health(node: &Node) -> String {
-    if node.gpus.is_empty() {
-        return "-".to_string();
-    }
-    let problems: Vec<String> = node
-        .gpus
+/// Whether `node` shows as `first` does in every field.
+fn alike(first: &Node, node: &Node, fields: &[Field]) -> bool {
+    fields.iter().all(|f| f.node_key(first) == f.node_key(node))
+}
+
+/// The line's first node name in hostlist order.
+fn first_name<'a>(line: &Line<'a>) -> &'a str {
+    line.nodes
         .iter()
-        .filter_map(|gpu| match (&gpu.health, &gpu.drain) {
-            (GpuHealth::Unhealthy { xid: Some(xid), .. }, _) => {
-                Some(format!("{}:xid{xid}", gpu.index))
+        .copied()
+        .map(|n| n.name.as_str())
+        .min_by(|a, b| name_order(a, b))
+        .unwrap_or("")
+}
+
+/// sinfo's node name order: runs of digits compare as numbers (`n9` before
+/// `n10`), the rest as text. (sinfo compares only at the first difference,
+/// which is not a total order for names such as `n1a`, `n9`, `n10`; this
+/// compares run by run, which agrees with it for names ending in a number.)
+pub fn name_order(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (runs(a), runs(b));
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) => {
+                let numeric = |s: &str| s.starts_with(|c: char| c.is_ascii_digit());
+                let order = if numeric(p) && numeric(q) {
+                    let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                    p.len().cmp(&q.len()).then_with(|| p.cmp(q))
+                } else {
+                    p.cmp(q)
+                };
+                if order != Ordering::Equal {
+                    return order;
+                }
             }
-            (GpuHealth::Unhealthy { xid: None, .. }, _) => Some(format!("{}:fault", gpu.index)),
-            (GpuHealth::Healthy, Some(_)) => Some(format!("{}:drain", gpu.index)),
-            (GpuHealth::Healthy, None) => None,
-        })
-        .collect();
-    if problems.is_empty() {
-        "ok".to_string()
-    } else {
-        problems.join(",")
+        }
     }
 }
 
-fn reason(node: &Node) -> String {
-    match (&node.availability, &node.drain) {
-        (Availability::Down(why), _) => why.reason.clone(),
-        (Availability::Up { .. }, Some(why)) => why.reason.clone(),
-        (Availability::Up { .. }, None) => "none".to_string(),
-    }
+/// `name` cut into runs of digits and of other characters.
+fn runs(name: &str) -> impl Iterator<Item = &str> {
+    let mut rest = name;
+    std::iter::from_fn(move || {
+        let digits = rest.starts_with(|c: char| c.is_ascii_digit());
+        let end = rest
+            .find(|c: char| c.is_ascii_digit() != digits)
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(end);
+        rest = tail;
+        (!run.is_empty()).then_some(run)
+    })
 }
 
 #[cfg(test)]
@@ -124,28 +163,98 @@ mod tests {
     use super::*;
     use crate::format::test_jobs::{nodes, partitions, scenario};
 
-    #[test]
-    fn one_line_per_node_with_gpu_health() {
-        let state = scenario();
-        let out = node_list(&nodes(&state), &partitions(&state), false);
-        let expected = "\
-NODELIST NODES PARTITION STATE     CPUS MEMORY GRES       GPU_HEALTH REASON
-n1           1 gpu*      allocated   64 524288 gpu:h100:8 ok         none
-n2           1 gpu*      down        64 524288 gpu:h100:8 ok         agent lost
-n3           1 gpu*      idle        64 524288 gpu:h100:8 5:xid79    none
-n4           1 gpu*      allocated   64 524288 gpu:h100:8 ok         none
-";
-        assert_eq!(out, expected);
+    fn shown(lines: &[Line]) -> Vec<(String, Vec<String>)> {
+        lines
+            .iter()
+            .map(|l| {
+                (
+                    l.partition.name.clone(),
+                    l.nodes.iter().map(|n| n.name.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn row(partition: &str, names: &[&str]) -> (String, Vec<String>) {
+        (
+            partition.to_string(),
+            names.iter().map(|n| n.to_string()).collect(),
+        )
     }
 
     #[test]
-    fn node_without_gpus_or_partition() {
+    fn nodes_alike_share_a_line_sorted_by_state() {
         let state = scenario();
-        let mut node = nodes(&state)[2].clone();
-        node.gpus.clear();
+        let (all, parts) = (nodes(&state), partitions(&state));
+        let fields = [Field::Partition, Field::StateCompact, Field::NodeList];
+        let out = lines(&all, &parts, &fields, Grouping::default());
         assert_eq!(
-            node_list(&[node], &[], true),
-            "n3 1 - idle 64 524288 (null) - none\n"
+            shown(&out),
+            [
+                row("gpu", &["n1", "n4"]),
+                row("gpu", &["n3"]),
+                row("gpu", &["n2"])
+            ]
+        );
+    }
+
+    #[test]
+    fn partitions_without_shown_nodes_keep_a_line_and_per_node_lines_sort_by_name() {
+        let state = scenario();
+        let (all, parts) = (nodes(&state), partitions(&state));
+        let mut two = parts.clone();
+        two.push(Partition {
+            name: "debug".into(),
+            is_default: false,
+            nodes: ["n2".to_string()].into(),
+            ..parts[0].clone()
+        });
+        let fields = [Field::Partition, Field::NodeList];
+        let out = lines(&all[2..3], &two, &fields, Grouping::default());
+        assert_eq!(shown(&out), [row("gpu", &["n3"]), row("debug", &[])]);
+        let per_node = Grouping {
+            per_node: true,
+            any_partition: false,
+        };
+        let out = lines(&all[1..3], &two, &fields, per_node);
+        assert_eq!(
+            shown(&out),
+            [
+                row("gpu", &["n2"]),
+                row("debug", &["n2"]),
+                row("gpu", &["n3"])
+            ]
+        );
+        // Without a partition field, a node in two partitions is counted once.
+        let out = lines(&all, &two, &[Field::Nodes], Grouping::default());
+        assert_eq!(shown(&out), [row("gpu", &["n1", "n2", "n3", "n4"])]);
+    }
+
+    #[test]
+    fn names_compare_their_numbers() {
+        let mut names = vec![
+            "n10",
+            "n9",
+            "m2",
+            "n1a",
+            "n1",
+            "n01",
+            "rack2-n3",
+            "rack10-n1",
+        ];
+        names.sort_by(|a, b| name_order(a, b));
+        assert_eq!(
+            names,
+            [
+                "m2",
+                "n01",
+                "n1",
+                "n1a",
+                "n9",
+                "n10",
+                "rack2-n3",
+                "rack10-n1"
+            ]
         );
     }
 }

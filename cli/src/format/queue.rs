@@ -1,137 +1,188 @@
-//! `corral queue`: the job table in squeue's default look
-//! (`%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R`), or its `--long` look
-//! (`%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R`): right-aligned fixed widths
-//! with longer values cut, and the node list or `(Reason)` last.
+//! `corral queue` (and `squeue`): the job table in squeue's default look
+//! (`%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R`), its `--long` look (the state's
+//! name and the time limit, under a date line), its `--start` look, or the
+//! columns `-o`/`-O` ask for: fields cut or padded to their widths, literal
+//! text between them as written.
 
 use corral_state::Timestamp;
-use corral_state::job::{Job, JobState};
-use corral_state::slurm::duration::format_time_limit;
 
-use super::elapsed::{job_elapsed_secs, squeue_time};
-use super::job_fields::{attempt_nodes, job_id_text};
-use super::reason::reason_name;
-use super::table::{Align, Column, Style, Width, render};
+use super::datetime::civil_from_timestamp;
+use super::format_spec::{Format, parse_letters, render_line};
+use super::queue_fields::{QueueContext, QueueField, QueueRow, value};
+
+/// squeue's default columns.
+pub const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+/// squeue `--long`'s columns.
+pub const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
+/// squeue `--start`'s columns.
+pub const START_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R";
 
 /// How `queue_table` prints.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueOptions {
+    /// The columns.
+    pub format: Format<QueueField>,
     /// Leave out the header line (`squeue --noheader`).
     pub noheader: bool,
-    /// squeue's `--long` columns: the state's full name and the time limit.
-    pub long: bool,
+    /// Print the date above the header, as `--long` does.
+    pub date_line: bool,
 }
 
-const RIGHT: Align = Align::Right;
-
-/// The jobs as squeue prints them, one line each, in the order given. TIME is
-/// the current attempt's run time at `now` (`0:00` while pending); the last
-/// column holds the allocation's nodes (hostlist-compressed) or, for a waiting
-/// job, its reason in parentheses.
-pub fn queue_table(jobs: &[Job], now: Timestamp, opts: &QueueOptions) -> String {
-    let mut columns = vec![
-        Column::new("JOBID", RIGHT, Width::Cut(18)),
-        Column::new("PARTITION", RIGHT, Width::Cut(9)),
-        Column::new("NAME", RIGHT, Width::Cut(8)),
-        Column::new("USER", RIGHT, Width::Cut(8)),
-    ];
-    if opts.long {
-        columns.extend([
-            Column::new("STATE", RIGHT, Width::Cut(8)),
-            Column::new("TIME", RIGHT, Width::Cut(10)),
-            Column::new("TIME_LIMI", RIGHT, Width::Cut(9)),
-        ]);
-    } else {
-        columns.extend([
-            Column::new("ST", RIGHT, Width::Cut(2)),
-            Column::new("TIME", RIGHT, Width::Cut(10)),
-        ]);
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            format: letters(DEFAULT_FORMAT),
+            noheader: false,
+            date_line: false,
+        }
     }
-    columns.extend([
-        Column::new("NODES", RIGHT, Width::Cut(6)),
-        Column::new("NODELIST(REASON)", Align::Left, Width::Fit),
-    ]);
-    let rows: Vec<Vec<String>> = jobs.iter().map(|job| row(job, now, opts.long)).collect();
-    render(
-        &columns,
-        &rows,
-        Style {
-            header: !opts.noheader,
-            rule: false,
-        },
+}
+
+/// A `-o` format of squeue's letters.
+pub fn letters(format: &str) -> Format<QueueField> {
+    parse_letters(format, QueueField::from_letter)
+}
+
+/// The rows as squeue prints them, in the order given.
+pub fn queue_table(rows: &[QueueRow<'_>], ctx: &QueueContext, opts: &QueueOptions) -> String {
+    let mut out = String::new();
+    if !opts.noheader {
+        if opts.date_line {
+            out.push_str(&date_line(ctx.now));
+        }
+        out.push_str(&render_line(&opts.format, |f| f.header().to_string()));
+    }
+    for row in rows {
+        out.push_str(&render_line(&opts.format, |f| value(*f, row, ctx)));
+    }
+    out
+}
+
+/// `Thu Nov 26 11:24:24 2026`, as `--long` prints above its header (UTC).
+fn date_line(at: Timestamp) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let c = civil_from_timestamp(at);
+    let weekday = DAYS[((at.as_ms() / 86_400_000) % 7) as usize];
+    let month = MONTHS[(c.month as usize).saturating_sub(1) % 12];
+    format!(
+        "{weekday} {month} {:>2} {:02}:{:02}:{:02} {}\n",
+        c.day, c.hour, c.minute, c.second, c.year
     )
-}
-
-fn row(job: &Job, now: Timestamp, long: bool) -> Vec<String> {
-    let waiting = matches!(job.state, JobState::Pending | JobState::RequeueHold);
-    let attempt = job.current_attempt().filter(|_| !waiting);
-    let (nodes, last) = match attempt {
-        Some(attempt) => (attempt.allocation.len(), attempt_nodes(attempt)),
-        None if waiting => (
-            job.resources.nodes as usize,
-            format!("({})", reason_name(job.reason)),
-        ),
-        None => (job.resources.nodes as usize, String::new()),
-    };
-    let mut row = vec![
-        job_id_text(job),
-        job.partition.clone(),
-        job.spec.name.clone(),
-        job.spec.user.clone(),
-    ];
-    if long {
-        row.push(job.state.slurm_name().to_string());
-        row.push(squeue_time(job_elapsed_secs(job, now)));
-        row.push(format_time_limit(job.time_limit));
-    } else {
-        row.push(job.state.slurm_code().to_string());
-        row.push(squeue_time(job_elapsed_secs(job, now)));
-    }
-    row.push(nodes.to_string());
-    row.push(last);
-    row
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::format_spec::parse_names;
+    use crate::format::queue_rows::{ListedJob, parse_sort, rows, sort};
     use crate::format::test_jobs::{jobs, now, scenario};
 
+    fn listed() -> Vec<ListedJob> {
+        jobs(&scenario())
+            .into_iter()
+            .map(|job| ListedJob {
+                priority: 1000 - job.id.0 as i64,
+                job,
+                estimate: None,
+            })
+            .collect()
+    }
+
+    fn ctx() -> QueueContext {
+        QueueContext {
+            now: now(),
+            ..QueueContext::default()
+        }
+    }
+
     #[test]
-    fn default_columns_like_squeue() {
-        let out = queue_table(&jobs(&scenario()), now(), &QueueOptions::default());
+    fn default_columns_like_squeue_with_pending_array_tasks_folded() {
+        let jobs = listed();
+        let out = queue_table(&rows(&jobs, true), &ctx(), &QueueOptions::default());
         let expected =
             "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)
                  1       gpu    train    alice  R    1:00:00      2 n[1,4]
                  2       gpu     eval      bob CD      20:00      1 n3
                  3       gpu long-nam    alice PD       0:00      1 (Resources)
                  4       gpu    train      bob PD       0:00      1 (JobHeldUser)
-               5_1       gpu    sweep    alice PD       0:00      1 (Priority)
-               5_2       gpu    sweep    alice PD       0:00      1 (Priority)
+           5_[1-2]       gpu    sweep    alice PD       0:00      1 (Priority)
+";
+        assert_eq!(out, expected);
+        let one_per_task = queue_table(&rows(&jobs, false), &ctx(), &QueueOptions::default());
+        assert!(one_per_task.contains("\n               5_1 "));
+        assert!(one_per_task.contains("\n               5_2 "));
+    }
+
+    #[test]
+    fn long_columns_under_a_date_line_and_noheader() {
+        let jobs = listed();
+        let mut opts = QueueOptions {
+            format: letters(LONG_FORMAT),
+            noheader: false,
+            date_line: true,
+        };
+        let out = queue_table(&rows(&jobs[..2], true), &ctx(), &opts);
+        let mut lines = out.lines();
+        let date = lines.next().unwrap();
+        assert!(date.ends_with(" 2026"), "{date}");
+        assert_eq!(
+            lines.next().unwrap(),
+            "             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)"
+        );
+        opts.noheader = true;
+        let out = queue_table(&rows(&jobs[..2], true), &ctx(), &opts);
+        let expected = "                 1       gpu    train    alice  RUNNING    1:00:00   1:00:00      2 n[1,4]
+                 2       gpu     eval      bob COMPLETE      20:00   1:00:00      1 n3
 ";
         assert_eq!(out, expected);
     }
 
     #[test]
-    fn long_columns_and_noheader() {
+    fn a_guide_format_with_gres_and_full_names() {
+        let jobs = listed();
         let opts = QueueOptions {
-            noheader: true,
-            long: true,
+            format: letters("%.18i %.9P %.30j %.8u %.8T %.10M %.6D %R %b"),
+            ..QueueOptions::default()
         };
-        let out = queue_table(&jobs(&scenario())[..2], now(), &opts);
-        let expected = "                 1       gpu    train    alice  RUNNING    1:00:00  01:00:00      2 n[1,4]
-                 2       gpu     eval      bob COMPLETE      20:00  01:00:00      1 n3
+        let out = queue_table(&rows(&jobs[2..3], true), &ctx(), &opts);
+        let expected = "             JOBID PARTITION                           NAME     USER    STATE       TIME  NODES NODELIST(REASON) TRES_PER_NODE
+                 3       gpu                  long-name-job    alice  PENDING       0:00      1 (Resources) gres:gpu:8
 ";
         assert_eq!(out, expected);
     }
 
     #[test]
-    fn empty_queue_is_just_the_header() {
-        let out = queue_table(&[], now(), &QueueOptions::default());
-        assert_eq!(out.lines().count(), 1);
-        let none = QueueOptions {
-            noheader: true,
-            long: false,
+    fn named_fields_and_sorting() {
+        let jobs = listed();
+        let opts = QueueOptions {
+            format: parse_names(
+                "JobID:6,UserName:.8,StateCompact:3",
+                20,
+                QueueField::from_name,
+            ),
+            ..QueueOptions::default()
         };
-        assert_eq!(queue_table(&[], now(), &none), "");
+        let mut rows = rows(&jobs, false);
+        sort(&mut rows, &parse_sort("u,-i").unwrap(), &ctx());
+        let out = queue_table(&rows, &ctx(), &opts);
+        let expected = "JOBID     USERST 
+6        alicePD 
+5        alicePD 
+3        alicePD 
+1        aliceR  
+4          bobPD 
+2          bobCD 
+";
+        assert_eq!(out, expected);
+        let mut by_default = super::super::queue_rows::rows(&jobs, true);
+        sort(&mut by_default, &parse_sort("P,t,-p").unwrap(), &ctx());
+        let ids: Vec<String> = by_default
+            .iter()
+            .map(|r| value(QueueField::JobId, r, &ctx()))
+            .collect();
+        assert_eq!(ids, ["3", "4", "5_[1-2]", "1", "2"]);
     }
 }

@@ -5,14 +5,15 @@
 
 use corral_state::Timestamp;
 use corral_state::job::{Attempt, Job, JobState, MemoryRequest};
-use corral_state::slurm::dependency::DependencySpec;
-use corral_state::slurm::duration::{TimeLimit, format_time_limit};
-use corral_state::slurm::filename_pattern::{PatternValues, expand_pattern};
+use corral_state::slurm::duration::format_time_limit;
 use corral_state::slurm::memory::format_memory_mb;
 
 use super::datetime::format_timestamp;
 use super::elapsed::{job_elapsed_secs, sacct_time};
-use super::job_fields::{attempt_cause, attempt_nodes, cause_text, exit_code_text};
+use super::job_fields::{
+    attempt_cause, attempt_nodes, cause_text, dependency_text, end_time, exit_code_text,
+    output_path,
+};
 use super::reason::reason_name;
 use super::terminal_safe::escape_controls;
 
@@ -188,43 +189,6 @@ fn time_or_unknown(at: Option<Timestamp>) -> String {
     at.map_or_else(|| "Unknown".to_string(), format_timestamp)
 }
 
-/// When the job ended, is ending, or (while it runs) will reach its time limit.
-fn end_time(job: &Job, current: Option<&Attempt>) -> Option<Timestamp> {
-    if let Some(at) = job.ended_at {
-        return Some(at);
-    }
-    let attempt = current?;
-    if let Some(ending) = &attempt.ending {
-        return Some(ending.at);
-    }
-    match job.time_limit {
-        TimeLimit::Seconds(secs) => Some(attempt.started_at.plus_secs(secs)),
-        TimeLimit::Unlimited => None,
-    }
-}
-
-/// `afterok:12:13,singleton`, as written to `--dependency` (`?` for any-of).
-fn dependency_text(dependency: &DependencySpec) -> String {
-    let mut parts: Vec<String> = dependency
-        .conditions
-        .iter()
-        .map(|c| {
-            let mut text = format!("{}:{}", c.kind.keyword(), c.job_id);
-            if let Some(task) = c.array_task {
-                text.push_str(&format!("_{task}"));
-            }
-            if c.delay_minutes > 0 {
-                text.push_str(&format!("+{}", c.delay_minutes));
-            }
-            text
-        })
-        .collect();
-    if dependency.singleton {
-        parts.push("singleton".to_string());
-    }
-    parts.join(if dependency.any_of { "?" } else { "," })
-}
-
 /// ReqTRES: what every attempt asks for, summed over the nodes.
 fn requested_tres(job: &Job) -> String {
     let r = &job.resources;
@@ -258,33 +222,6 @@ fn allocated_tres(attempt: &Attempt) -> String {
         tres.push_str(&format!(",gres/gpu={gpus}"));
     }
     tres
-}
-
-/// An output file as the job sees it: sbatch's default name when none was given,
-/// patterns expanded (`%N` as the batch host), relative to the working directory.
-/// A pattern that does not expand is shown as written.
-fn output_path(job: &Job, current: Option<&Attempt>, pattern: Option<&str>) -> String {
-    let pattern = pattern.unwrap_or(if job.array.is_some() {
-        "slurm-%A_%a.out"
-    } else {
-        "slurm-%j.out"
-    });
-    let values = PatternValues {
-        job_id: job.id.0,
-        array_job_id: job.array.map(|t| t.array_job_id.0),
-        array_task_id: job.array.map(|t| t.task_id),
-        job_name: &job.spec.name,
-        user: &job.spec.user,
-        node: current.and_then(Attempt::batch_host).unwrap_or(""),
-        node_id: 0,
-        task_id: 0,
-    };
-    let path = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
-    if path.starts_with('/') {
-        path
-    } else {
-        format!("{}/{path}", job.spec.workdir.trim_end_matches('/'))
-    }
 }
 
 /// One attempt: its nodes and GPUs, when it ran, how it ended and its checkpoint.

@@ -1,6 +1,7 @@
-//! Column alignment for every table the CLI prints: Slurm's fixed-width columns
-//! (cut like squeue's `%.8j`, or marked `+` like sacct's), columns as wide as
-//! their widest cell, one space between columns, no trailing blanks.
+//! Column alignment for corral's own tables (`corral cluster`, `acct
+//! --usage`): columns as wide as their widest cell, one space between columns,
+//! no trailing blanks. Slurm's fixed-width looks are `format_spec` (squeue,
+//! sinfo) and `acct` (sacct).
 
 use super::terminal_safe::escape_controls;
 
@@ -13,17 +14,6 @@ pub enum Align {
     Right,
 }
 
-/// How wide a column is, and what happens to a longer cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Width {
-    /// Exactly this many characters; longer cells are cut (squeue, sinfo).
-    Cut(usize),
-    /// Exactly this many characters; longer cells are cut and end in `+` (sacct).
-    Plus(usize),
-    /// As wide as the widest cell (and the header, when shown).
-    Fit,
-}
-
 /// One column of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
@@ -31,18 +21,12 @@ pub struct Column {
     pub header: &'static str,
     /// Alignment of header and cells.
     pub align: Align,
-    /// Width rule.
-    pub width: Width,
 }
 
 impl Column {
-    /// A column with `header`, `align` and `width`.
-    pub const fn new(header: &'static str, align: Align, width: Width) -> Self {
-        Column {
-            header,
-            align,
-            width,
-        }
+    /// A column with `header` and `align`.
+    pub const fn new(header: &'static str, align: Align) -> Self {
+        Column { header, align }
     }
 }
 
@@ -72,19 +56,16 @@ pub fn render(columns: &[Column], rows: &[Vec<String>], style: Style) -> String 
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()
-        .map(|(i, column)| match column.width {
-            Width::Cut(n) | Width::Plus(n) => n,
-            Width::Fit => {
-                let header = if style.header {
-                    column.header.chars().count()
-                } else {
-                    0
-                };
-                rows.iter()
-                    .filter_map(|row| row.get(i))
-                    .map(|cell| cell.chars().count())
-                    .fold(header, usize::max)
-            }
+        .map(|(i, column)| {
+            let header = if style.header {
+                column.header.chars().count()
+            } else {
+                0
+            };
+            rows.iter()
+                .filter_map(|row| row.get(i))
+                .map(|cell| cell.chars().count())
+                .fold(header, usize::max)
         })
         .collect();
     let mut out = String::new();
@@ -112,39 +93,20 @@ fn push_line(out: &mut String, columns: &[Column], widths: &[usize], cells: &[&s
         if i > 0 {
             line.push(' ');
         }
-        let fitted = fit(cell, *width, column.width);
-        let pad = width.saturating_sub(fitted.chars().count());
+        let pad = width.saturating_sub(cell.chars().count());
         match column.align {
             Align::Left => {
-                line.push_str(&fitted);
+                line.push_str(cell);
                 line.extend(std::iter::repeat_n(' ', pad));
             }
             Align::Right => {
                 line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(&fitted);
+                line.push_str(cell);
             }
         }
     }
     out.push_str(line.trim_end());
     out.push('\n');
-}
-
-/// The cell cut to `width` characters under `rule`.
-fn fit(cell: &str, width: usize, rule: Width) -> String {
-    if cell.chars().count() <= width {
-        return cell.to_string();
-    }
-    match rule {
-        Width::Fit => cell.to_string(),
-        Width::Cut(_) => cell.chars().take(width).collect(),
-        Width::Plus(_) => {
-            let mut cut: String = cell.chars().take(width.saturating_sub(1)).collect();
-            if width > 0 {
-                cut.push('+');
-            }
-            cut
-        }
-    }
 }
 
 #[cfg(test)]
@@ -156,45 +118,30 @@ mod tests {
     }
 
     #[test]
-    fn fixed_columns_cut_and_align() {
+    fn columns_fit_their_widest_cell_and_rule_draws_dashes() {
         let columns = [
-            Column::new("ID", Align::Right, Width::Cut(4)),
-            Column::new("NAME", Align::Right, Width::Cut(5)),
-            Column::new("REST", Align::Left, Width::Fit),
+            Column::new("ID", Align::Right),
+            Column::new("NAME", Align::Left),
         ];
         let out = render(
             &columns,
-            &[row(&["1", "training", "x"]), row(&["12345", "ab", ""])],
-            Style {
-                header: true,
-                rule: false,
-            },
-        );
-        assert_eq!(out, "  ID  NAME REST\n   1 train x\n1234    ab\n");
-    }
-
-    #[test]
-    fn plus_marks_a_cut_and_rule_draws_dashes() {
-        let columns = [
-            Column::new("JobID", Align::Left, Width::Plus(6)),
-            Column::new("State", Align::Right, Width::Plus(5)),
-        ];
-        let out = render(
-            &columns,
-            &[row(&["1234567", "COMPLETED"])],
+            &[row(&["1", "training"]), row(&["12345", "ab"])],
             Style {
                 header: true,
                 rule: true,
             },
         );
-        assert_eq!(out, "JobID  State\n------ -----\n12345+ COMP+\n");
+        assert_eq!(
+            out,
+            "   ID NAME\n----- --------\n    1 training\n12345 ab\n"
+        );
     }
 
     #[test]
     fn fit_ignores_header_when_hidden_and_missing_cells_are_blank() {
         let columns = [
-            Column::new("LONGHEADER", Align::Left, Width::Fit),
-            Column::new("B", Align::Right, Width::Fit),
+            Column::new("LONGHEADER", Align::Left),
+            Column::new("B", Align::Right),
         ];
         let rows = [row(&["a", "1"]), row(&["bb"])];
         assert_eq!(render(&columns, &rows, Style::default()), "a  1\nbb\n");
@@ -202,8 +149,8 @@ mod tests {
 
     #[test]
     fn widths_count_characters_not_bytes() {
-        let columns = [Column::new("N", Align::Left, Width::Cut(3))];
-        let out = render(&columns, &[row(&["ééééé"])], Style::default());
-        assert_eq!(out, "ééé\n");
+        let columns = [Column::new("N", Align::Right)];
+        let out = render(&columns, &[row(&["ééé"]), row(&["a"])], Style::default());
+        assert_eq!(out, "ééé\n  a\n");
     }
 }

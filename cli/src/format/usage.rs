@@ -3,7 +3,7 @@
 
 use corral_proto::api::UsageRow;
 
-use super::table::{Align, Column, Style, Width, render};
+use super::table::{Align, Column, Style, render};
 
 /// The rows sorted by GPU-hours (most first; ties by user, then account), GPU-hours
 /// to two decimals, then a `TOTAL` line summing jobs and GPU-hours.
@@ -36,10 +36,10 @@ pub fn usage_table(rows: &[UsageRow]) -> String {
         format!("{hours:.2}"),
     ]);
     let columns = [
-        Column::new("USER", Align::Left, Width::Fit),
-        Column::new("ACCOUNT", Align::Left, Width::Fit),
-        Column::new("JOBS", Align::Right, Width::Fit),
-        Column::new("GPU-HOURS", Align::Right, Width::Fit),
+        Column::new("USER", Align::Left),
+        Column::new("ACCOUNT", Align::Left),
+        Column::new("JOBS", Align::Right),
+        Column::new("GPU-HOURS", Align::Right),
     ];
     render(
         &columns,

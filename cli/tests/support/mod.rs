@@ -266,7 +266,7 @@ impl LocalCluster {
 
     /// Every job, as JSON records.
     pub fn jobs(&self) -> Vec<serde_json::Value> {
-        let out = self.ok("user-corral-admin", &["--json", "queue", "--all"]);
+        let out = self.ok("user-corral-admin", &["--json", "queue", "-t", "all"]);
         serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
     }
 }

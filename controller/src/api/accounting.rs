@@ -2,13 +2,15 @@
 //! user and account within it, computed from the attempts' start and end times.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use corral_proto::api::{AccountingReply, AccountingRequest, UsageRow};
+use corral_state::ids::JobId;
 use corral_state::job::Job;
 use tonic::Status;
 
 use super::caller::Caller;
-use super::jobs::encode_job;
+use super::jobs::{LIST_PAGE_BYTES, encode_job};
 use super::{ApiContext, status};
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -29,21 +31,43 @@ pub fn query(
                 request.end_ms
             };
             let window = (request.start_ms, window_end);
+            let keep = |job: &&Job| matches(request, caller, job) && overlaps(job, window, now);
             let mut usage: BTreeMap<(String, String), (f64, u32)> = BTreeMap::new();
-            let mut jobs = Vec::new();
-            for job in state.jobs().values() {
-                if !matches(request, caller, job) || !overlaps(job, window, now) {
-                    continue;
+            if !request.paged || request.after_job_id == 0 {
+                for job in state.jobs().values().filter(keep) {
+                    let gpu_ms = gpu_ms_within(job, window, now);
+                    let row = usage
+                        .entry((job.spec.user.clone(), job.account.clone()))
+                        .or_default();
+                    row.0 += gpu_ms as f64 / MS_PER_HOUR;
+                    row.1 += 1;
                 }
-                let gpu_ms = gpu_ms_within(job, window, now);
-                let row = usage
-                    .entry((job.spec.user.clone(), job.account.clone()))
-                    .or_default();
-                row.0 += gpu_ms as f64 / MS_PER_HOUR;
-                row.1 += 1;
-                jobs.push(encode_job(job)?);
+            }
+            let first = if request.paged {
+                Bound::Excluded(JobId(request.after_job_id))
+            } else {
+                Bound::Unbounded
+            };
+            let listed = state
+                .jobs()
+                .range((first, Bound::Unbounded))
+                .map(|(_, job)| job)
+                .filter(keep);
+            let mut jobs = Vec::new();
+            let (mut bytes, mut next_after_job_id) = (0, 0);
+            let mut last = None;
+            for job in listed {
+                if request.paged && bytes >= LIST_PAGE_BYTES {
+                    next_after_job_id = last.map_or(0, |id: JobId| id.0);
+                    break;
+                }
+                let json = encode_job(job)?;
+                bytes += json.len();
+                jobs.push(json);
+                last = Some(job.id);
             }
             Ok(AccountingReply {
+                next_after_job_id,
                 jobs_json: jobs,
                 usage: usage
                     .into_iter()

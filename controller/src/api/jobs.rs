@@ -8,6 +8,7 @@ use corral_proto::api::{
     ReportCheckpointRequest, UpdateJobRequest,
 };
 use corral_proto::records;
+use corral_scheduler::priority::PriorityContext;
 use corral_state::ClusterState;
 use corral_state::command::{Command, Outcome};
 use corral_state::ids::JobId;
@@ -191,7 +192,9 @@ pub async fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobs
     );
     let filter = JobFilter::new(request)?;
     let read = |state: &corral_state::ClusterState| {
+        let priorities = PriorityContext::new(state);
         let mut jobs = Vec::new();
+        let mut priority = Vec::new();
         let mut bytes = 0;
         let mut last = None;
         let mut next_after_job_id = 0;
@@ -206,12 +209,14 @@ pub async fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobs
             let json = encode_job(job)?;
             bytes += json.len();
             jobs.push(json);
+            priority.push(priorities.priority(state, job, state.clock()));
             last = Some(job.id);
         }
         Ok(ListJobsReply {
             jobs_json: jobs,
             as_of_ms: state.clock().as_ms(),
             next_after_job_id,
+            priorities: priority,
         })
     };
     read_state(ctx, consistent, read).await

@@ -13,6 +13,7 @@ mod nodes;
 pub mod planning_limits;
 mod signal;
 mod signal_targets;
+mod start_estimates;
 pub mod status;
 mod submit;
 mod watch;
@@ -27,8 +28,8 @@ use corral_proto::api::{
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
     ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent, ListJobsReply,
     ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
-    SetNodeStateRequest, SignalJobsReply, SignalJobsRequest, SubmitJobReply, SubmitJobRequest,
-    UpdateJobRequest, WhoAmIReply,
+    SetNodeStateRequest, SignalJobsReply, SignalJobsRequest, StartEstimatesReply, SubmitJobReply,
+    SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -165,6 +166,16 @@ impl Corral for ApiService {
     ) -> Result<Response<ListJobsReply>, Status> {
         Caller::of(&request)?;
         jobs::list(&self.ctx, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn start_estimates(
+        &self,
+        request: Request<ListJobsRequest>,
+    ) -> Result<Response<StartEstimatesReply>, Status> {
+        let caller = Caller::of(&request)?;
+        start_estimates::start_estimates(&self.ctx, &caller.identity.name, request.into_inner())
             .await
             .map(Response::new)
     }

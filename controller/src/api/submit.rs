@@ -4,7 +4,8 @@
 //! one at a time per user and off the async workers (the state's lock is held
 //! only to copy it), so that a user looping it does not slow others' submits.
 
-use corral_proto::api::{SubmitJobReply, SubmitJobRequest};
+use corral_proto::api::{SubmitJobReply, SubmitJobRequest, TestOnlyEstimate};
+use corral_scheduler::pass::Verdict;
 use corral_state::ClusterState;
 use corral_state::command::{Command, Outcome};
 use corral_state::ids::{Actor, JobId};
@@ -43,13 +44,14 @@ pub async fn submit(
     };
     if let Some(permit) = permit {
         let replica = std::sync::Arc::clone(&ctx.replica);
-        let report = permit
+        let (report, estimate) = permit
             .plan_on_copy(replica, move |copy| test_only_report(copy, command, now))
             .await??;
         return Ok(SubmitJobReply {
             first_job_id: 0,
             count: 0,
             test_only_report: report,
+            test_only: estimate,
         });
     }
     match ctx.propose_one(command).await? {
@@ -59,6 +61,7 @@ pub async fn submit(
                 first_job_id: first.0,
                 count,
                 test_only_report: String::new(),
+                test_only: None,
             })
         }
         other => Err(Status::internal(format!(
@@ -125,25 +128,57 @@ fn test_only_report(
     mut copy: ClusterState,
     command: Command,
     now: Timestamp,
-) -> Result<String, Status> {
+) -> Result<(String, Option<TestOnlyEstimate>), Status> {
     let first = match copy.apply(command).map_err(status::rejection)? {
         Outcome::Submitted { first, .. } => first,
         _ => JobId(copy.next_job_id().0.saturating_sub(1)),
     };
-    let plan = corral_scheduler::plan(&copy, now);
-    if let Some(allocation) = plan.allocations.iter().find(|a| a.job == first) {
-        let nodes: Vec<&str> = allocation.nodes.iter().map(|n| n.node.as_str()).collect();
-        return Ok(format!(
-            "the job would start now on {} ({} node{})",
-            hostlist::compress(&nodes),
-            nodes.len(),
-            if nodes.len() == 1 { "" } else { "s" }
-        ));
+    let (_, verdicts) = corral_scheduler::pass::run(&copy, now);
+    let estimate = |start: Timestamp, nodes: Vec<String>| {
+        let job = copy.job(first)?;
+        let cpus = u32::try_from(nodes.len())
+            .unwrap_or(u32::MAX)
+            .saturating_mul(job.resources.cpus_per_node);
+        Some(TestOnlyEstimate {
+            job_id: first.0,
+            start_ms: start.as_ms(),
+            nodes,
+            cpus,
+            partition: job.partition.clone(),
+        })
+    };
+    match verdicts.get(&first) {
+        Some(Verdict::Starts(nodes)) => {
+            let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            let text = format!(
+                "the job would start now on {} ({} node{})",
+                hostlist::compress(&names),
+                nodes.len(),
+                if nodes.len() == 1 { "" } else { "s" }
+            );
+            return Ok((text, estimate(now, nodes.clone())));
+        }
+        Some(Verdict::Blocked {
+            reservation: Some(r),
+            ..
+        }) => {
+            let names: Vec<&str> = r.nodes.iter().map(String::as_str).collect();
+            let text = format!(
+                "the job would start in {} s on {}",
+                r.start.secs_since(now),
+                hostlist::compress(&names)
+            );
+            return Ok((text, estimate(r.start, r.nodes.clone())));
+        }
+        _ => {}
     }
     match corral_scheduler::explain(&copy, first, now) {
-        Ok(explanation) => Ok(format!(
-            "the job would not start now:\n  {}",
-            explanation.lines.join("\n  ")
+        Ok(explanation) => Ok((
+            format!(
+                "the job would not start now:\n  {}",
+                explanation.lines.join("\n  ")
+            ),
+            None,
         )),
         Err(e) => Err(Status::internal(e.to_string())),
     }

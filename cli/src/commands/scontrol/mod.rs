@@ -1,9 +1,11 @@
 //! `scontrol` as job scripts use it (reached through a link named `scontrol`):
 //! `show hostnames`/`show hostlist` with no cluster; `show job`, the job
-//! controls and `update JobId=...` over the usual connection. Errors print as
+//! controls, `update JobId=...`, `show node|partition`, `update NodeName=...`
+//! and `ping` over the usual connection. Errors print as
 //! scontrol's, with corral's exit statuses.
 
 mod hosts;
+mod nodes;
 mod parse;
 
 use std::process::ExitCode;
@@ -66,6 +68,18 @@ async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCo
         }
         Request::Control { action, jobs } => return control(&connect()?, action, &jobs).await,
         Request::Update { job, fields } => jobs::update(&connect()?, job, fields).await?,
+        Request::ShowNodes { name, oneliner } => {
+            return nodes::show_nodes(&connect()?, name.as_deref(), oneliner).await;
+        }
+        Request::ShowPartitions { name, oneliner } => {
+            return nodes::show_partitions(&connect()?, name.as_deref(), oneliner).await;
+        }
+        Request::UpdateNodes {
+            nodes: list,
+            state,
+            reason,
+        } => return nodes::update_nodes(&connect()?, &list, &state, reason).await,
+        Request::Ping => return nodes::ping(&connect()?).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,8 +9,8 @@ use std::fmt;
 use crate::commands::jobs::Action;
 
 /// What the commands corral's scontrol serves, for error messages.
-pub const SUPPORTED: &str =
-    "show hostnames, show hostlist, show job, hold, uhold, release, requeue, update JobId=ID";
+pub const SUPPORTED: &str = "show hostnames, show hostlist, show job, show node, show partition, \
+     ping, hold, uhold, release, requeue, update JobId=ID, update NodeName=LIST";
 
 /// `scontrol --help`.
 pub const USAGE: &str = "\
@@ -24,6 +24,10 @@ scontrol (corral): the part of Slurm's scontrol that job scripts use.
                                    KEY: JobName, Comment, TimeLimit, Partition, Account, QOS,
                                    Nice, Dependency, NumNodes, Features, ExcNodeList (a running
                                    job: JobName, Comment, TimeLimit only)
+  scontrol [-o] show node [NAME]   a node's fields (every node without NAME)
+  scontrol [-o] show partition [NAME]
+  scontrol update NodeName=LIST State=DRAIN|DOWN Reason=TEXT, or State=RESUME (operators)
+  scontrol ping                    each controller replica, UP or DOWN (the leader is primary)
 
 Options: -o/--oneliner; -d/--details and -Q/--quiet are accepted and change nothing.
 The cluster is found through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY
@@ -47,6 +51,24 @@ pub enum Request {
     Update {
         job: u64,
         fields: Vec<(String, String)>,
+    },
+    /// `show node [NAME]`.
+    ShowNodes {
+        name: Option<String>,
+        oneliner: bool,
+    },
+    /// `show partition [NAME]`.
+    ShowPartitions {
+        name: Option<String>,
+        oneliner: bool,
+    },
+    /// `ping`.
+    Ping,
+    /// `update NodeName=LIST State=STATE [Reason=TEXT]`.
+    UpdateNodes {
+        nodes: String,
+        state: String,
+        reason: Option<String>,
     },
 }
 
@@ -110,6 +132,7 @@ pub fn parse(args: &[String]) -> Result<Request, UsageError> {
         "release" => parse_control(&command, Action::Release, rest),
         "requeue" => parse_control(&command, Action::Requeue, rest),
         "update" => parse_update(rest),
+        "ping" => Ok(Request::Ping),
         "help" => Ok(Request::Help),
         _ => Err(usage(format!(
             "'{command}' is not a command corral's scontrol supports; supported: {SUPPORTED}"
@@ -119,6 +142,13 @@ pub fn parse(args: &[String]) -> Result<Request, UsageError> {
 
 /// `update JobId=ID KEY=VALUE...` (the job id's key is `JobId` or `Job`, in any case).
 fn parse_update(words: &[&str]) -> Result<Request, UsageError> {
+    let node_key = |w: &&str| {
+        w.split_once('=')
+            .is_some_and(|(k, _)| k.eq_ignore_ascii_case("nodename"))
+    };
+    if words.iter().any(node_key) {
+        return parse_update_nodes(words);
+    }
     let mut job = None;
     let mut fields = Vec::new();
     for word in words {
@@ -147,6 +177,52 @@ fn parse_update(words: &[&str]) -> Result<Request, UsageError> {
     Ok(Request::Update { job, fields })
 }
 
+/// `update NodeName=LIST State=STATE [Reason=TEXT]` (words after `Reason=`
+/// up to the next KEY= belong to the reason, as a shell that split an
+/// unquoted reason would leave them).
+fn parse_update_nodes(words: &[&str]) -> Result<Request, UsageError> {
+    let (mut nodes, mut state, mut reason) = (None, None, None::<String>);
+    let mut in_reason = false;
+    for word in words {
+        match word.split_once('=') {
+            Some((key, value)) if key.eq_ignore_ascii_case("nodename") => {
+                nodes = Some(value.to_string());
+                in_reason = false;
+            }
+            Some((key, value)) if key.eq_ignore_ascii_case("state") => {
+                state = Some(value.to_string());
+                in_reason = false;
+            }
+            Some((key, value)) if key.eq_ignore_ascii_case("reason") => {
+                reason = Some(value.to_string());
+                in_reason = true;
+            }
+            _ if in_reason => {
+                if let Some(reason) = reason.as_mut() {
+                    reason.push(' ');
+                    reason.push_str(word);
+                }
+            }
+            _ => {
+                return Err(usage(format!(
+                    "'{word}' is not a node field corral updates; give NodeName=LIST State=DRAIN|DOWN|RESUME [Reason=TEXT]"
+                )));
+            }
+        }
+    }
+    let nodes = nodes
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| usage("update which nodes? give NodeName=LIST"))?;
+    let state = state.ok_or_else(|| {
+        usage("nothing to change: give State=DRAIN, DOWN or RESUME (with Reason=TEXT to drain or down)")
+    })?;
+    Ok(Request::UpdateNodes {
+        nodes,
+        state,
+        reason,
+    })
+}
+
 fn unknown_option(option: &str) -> UsageError {
     usage(format!(
         "unknown option '{option}'; scontrol takes -o/--oneliner, -d/--details, -Q/--quiet and -h/--help"
@@ -157,7 +233,7 @@ fn unknown_option(option: &str) -> UsageError {
 fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
     let Some((first, rest)) = words.split_first() else {
         return Err(usage(
-            "show what? corral's scontrol shows job ID, hostnames [LIST] and hostlist NAMES",
+            "show what? corral's scontrol shows job ID, node [NAME], partition [NAME], hostnames [LIST] and hostlist NAMES",
         ));
     };
     let (entity, inline) = match first.split_once('=') {
@@ -200,9 +276,17 @@ fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
                 oneliner,
             })
         }
+        "node" | "nodes" | "nodename" => Ok(Request::ShowNodes {
+            name: value.map(String::from),
+            oneliner,
+        }),
+        "partition" | "partitions" | "partitionname" => Ok(Request::ShowPartitions {
+            name: value.map(String::from),
+            oneliner,
+        }),
         _ => Err(usage(format!(
-            "scontrol show {entity} is not supported by corral; show supports job, hostnames \
-             and hostlist (for nodes and partitions use sinfo)"
+            "scontrol show {entity} is not supported by corral; show supports job, node, \
+             partition, hostnames and hostlist"
         ))),
     }
 }
@@ -371,7 +455,7 @@ mod tests {
         assert!(message.contains("'reconfigure'"), "{message}");
         assert!(message.contains(SUPPORTED), "{message}");
         assert!(err("requeuehold 12").contains(SUPPORTED));
-        assert!(err("show node n1").contains("not supported"));
+        assert!(err("show reservation").contains("not supported"));
         assert!(err("show").contains("show what"));
     }
 
@@ -394,5 +478,49 @@ mod tests {
     #[test]
     fn double_dash_ends_options() {
         assert!(err("-- -o show job 1").contains("'-o' is not a command"));
+    }
+
+    #[test]
+    fn nodes_partitions_ping_and_node_updates() {
+        assert_eq!(
+            ok("show node gpu01"),
+            Request::ShowNodes {
+                name: Some("gpu01".into()),
+                oneliner: false
+            }
+        );
+        assert_eq!(
+            ok("-o show nodes"),
+            Request::ShowNodes {
+                name: None,
+                oneliner: true
+            }
+        );
+        assert_eq!(
+            ok("show PartitionName=gpu"),
+            Request::ShowPartitions {
+                name: Some("gpu".into()),
+                oneliner: false
+            }
+        );
+        assert_eq!(ok("ping"), Request::Ping);
+        assert_eq!(
+            ok("update NodeName=gpu[01-02] State=DRAIN Reason=bad cable"),
+            Request::UpdateNodes {
+                nodes: "gpu[01-02]".into(),
+                state: "DRAIN".into(),
+                reason: Some("bad cable".into())
+            }
+        );
+        assert_eq!(
+            ok("update nodename=gpu01 state=resume"),
+            Request::UpdateNodes {
+                nodes: "gpu01".into(),
+                state: "resume".into(),
+                reason: None
+            }
+        );
+        assert!(err("update NodeName=gpu01").contains("State=DRAIN"));
+        assert!(err("update NodeName=gpu01 Weight=5").contains("'Weight=5'"));
     }
 }

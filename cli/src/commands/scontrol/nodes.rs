@@ -1,0 +1,191 @@
+//! scontrol's node, partition and controller commands: `show node`, `show
+//! partition`, `update NodeName=... State=...` and `ping`, answering with
+//! scontrol's words and exit statuses.
+
+use std::process::ExitCode;
+
+use corral_proto::api::corral_client::CorralClient;
+use corral_proto::api::{ClusterStatusReply, Empty, ListNodesRequest};
+use corral_proto::records;
+use corral_state::node::Node;
+use corral_state::partition::Partition;
+use corral_state::slurm::hostlist;
+
+use crate::args::NodeAction;
+use crate::connection::{Cluster, FIRST_ROUND_DEADLINE, Retry};
+use crate::format::show_node::{show_node, show_partition};
+
+/// Every node and partition.
+async fn everything(cluster: &Cluster) -> anyhow::Result<(Vec<Node>, Vec<Partition>)> {
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.list_nodes(ListNodesRequest::default()).await
+        })
+        .await?;
+    let nodes = reply
+        .nodes_json
+        .iter()
+        .map(|n| records::decode::<Node>("node", n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let partitions = reply
+        .partitions_json
+        .iter()
+        .map(|p| records::decode::<Partition>("partition", p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((nodes, partitions))
+}
+
+/// `show node [NAME]`: exit 1 with `Node NAME not found` for an unknown one.
+pub async fn show_nodes(
+    cluster: &Cluster,
+    name: Option<&str>,
+    oneliner: bool,
+) -> anyhow::Result<ExitCode> {
+    let (nodes, partitions) = everything(cluster).await?;
+    let wanted: Vec<String> = match name {
+        Some(list) => hostlist::expand(list).unwrap_or_else(|_| vec![list.to_string()]),
+        None => nodes.iter().map(|n| n.name.clone()).collect(),
+    };
+    let mut status = ExitCode::SUCCESS;
+    for name in wanted {
+        match nodes.iter().find(|n| n.name == name) {
+            Some(node) => print_record(&show_node(node, &partitions), oneliner),
+            None => {
+                println!("Node {name} not found");
+                status = ExitCode::from(1);
+            }
+        }
+    }
+    Ok(status)
+}
+
+/// `show partition [NAME]`.
+pub async fn show_partitions(
+    cluster: &Cluster,
+    name: Option<&str>,
+    oneliner: bool,
+) -> anyhow::Result<ExitCode> {
+    let (nodes, partitions) = everything(cluster).await?;
+    if let Some(name) = name
+        && !partitions.iter().any(|p| p.name == name)
+    {
+        println!("Partition {name} not found");
+        return Ok(ExitCode::from(1));
+    }
+    if partitions.is_empty() {
+        println!("No partitions in the system");
+    }
+    for partition in partitions
+        .iter()
+        .filter(|p| name.is_none_or(|n| n == p.name))
+    {
+        print_record(&show_partition(partition, &nodes), oneliner);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A record as is, or (`-o`) on one line.
+fn print_record(text: &str, oneliner: bool) {
+    if oneliner {
+        println!("{}", super::one_line(text));
+    } else {
+        print!("{text}");
+    }
+}
+
+/// scontrol's node states corral's update maps: drain, down, resume.
+const VALID_STATES: &str = "NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP UNDRAIN";
+
+/// `update NodeName=LIST State=... [Reason=...]`.
+pub async fn update_nodes(
+    cluster: &Cluster,
+    nodes: &str,
+    state: &str,
+    reason: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let reason = reason.filter(|r| !r.trim().is_empty());
+    let needs_reason = || {
+        eprintln!("You must specify a reason when DOWNING or DRAINING a node. Request denied");
+        Ok(ExitCode::from(1))
+    };
+    let action = match state.to_ascii_uppercase().as_str() {
+        "DRAIN" | "FAIL" => match reason {
+            Some(reason) => NodeAction::Drain {
+                nodes: nodes.to_string(),
+                gpu: None,
+                reason,
+            },
+            None => return needs_reason(),
+        },
+        "DOWN" => match reason {
+            Some(reason) => NodeAction::Down {
+                nodes: nodes.to_string(),
+                reason,
+            },
+            None => return needs_reason(),
+        },
+        "RESUME" | "UNDRAIN" | "IDLE" => NodeAction::Resume {
+            nodes: nodes.to_string(),
+            gpu: None,
+        },
+        _ => {
+            eprintln!("Invalid input: State={state}");
+            eprintln!("Request aborted");
+            eprintln!("Valid states are: {VALID_STATES}");
+            eprintln!("Not all states are valid given a node's prior state");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let (known, _) = everything(cluster).await?;
+    let names = hostlist::expand(nodes).unwrap_or_default();
+    if names.is_empty() || names.iter().any(|n| !known.iter().any(|k| &k.name == n)) {
+        eprintln!("slurm_update error: Invalid node name specified");
+        return Ok(ExitCode::from(1));
+    }
+    super::super::nodes::set_state(cluster, action).await
+}
+
+/// `ping`: every replica, the leader as primary, the others as backups;
+/// exit 1 when one does not answer, as scontrol does when a backup is down.
+pub async fn ping(cluster: &Cluster) -> anyhow::Result<ExitCode> {
+    let status: ClusterStatusReply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.cluster_status(Empty {}).await
+        })
+        .await?;
+    let mut members = status.members.clone();
+    members.sort_by_key(|m| (Some(m.id) != status.leader_id, m.id));
+    let mut all_up = true;
+    for member in &members {
+        let answered = tokio::time::timeout(FIRST_ROUND_DEADLINE, async {
+            let channel = cluster.connect(&member.api_addr).await.ok()?;
+            CorralClient::new(channel)
+                .cluster_status(Empty {})
+                .await
+                .ok()
+        })
+        .await
+        .ok()
+        .flatten()
+        .is_some();
+        all_up &= answered;
+        let role = if Some(member.id) == status.leader_id {
+            "primary"
+        } else {
+            "backup"
+        };
+        println!(
+            "Slurmctld({role}) at {} is {}",
+            member.api_addr,
+            if answered { "UP" } else { "DOWN" }
+        );
+    }
+    if all_up {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("*****************************************");
+        println!("** RESTORE SLURMCTLD DAEMON TO SERVICE **");
+        println!("*****************************************");
+        Ok(ExitCode::from(1))
+    }
+}
