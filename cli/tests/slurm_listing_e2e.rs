@@ -168,6 +168,42 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
         "--test-only submitted nothing: {after}"
     );
 
+    // Options scripts use that cannot matter here are accepted with a warning;
+    // getopt's prefixes work; seconds round up to whole minutes.
+    let out = slurm(
+        &cluster,
+        "sbatch",
+        &me(),
+        &[
+            "--hint=nomultithread",
+            "--err=err.log",
+            "--time=45:30",
+            "--hold",
+            "--wrap",
+            "true",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.starts_with("sbatch: warning: --hint is accepted but has no effect: "),
+        "{said}"
+    );
+    let accepted = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .replace("Submitted batch job ", "");
+    let shown = ok(&cluster, "scontrol", &["show", "job", &accepted]);
+    assert!(shown.contains("TimeLimit=00:46:00"), "{shown}");
+    assert!(
+        shown.contains("StdErr=") && shown.contains("/err.log"),
+        "{shown}"
+    );
+    ok(&cluster, "scancel", &[&accepted]);
+
     // Refusals: Slurm's words and exit status 1.
     let out = slurm(&cluster, "squeue", &me(), &["-t", "foo"]);
     assert_eq!(out.status.code(), Some(1));

@@ -166,6 +166,24 @@ impl ClusterState {
     pub fn active_jobs(&self) -> impl Iterator<Item = &Job> {
         self.active.iter().filter_map(|id| self.jobs.get(id))
     }
+    /// Unfinished jobs (queued, running or completing) with ids above
+    /// `after`, by id: the queued and active indexes merged, so a page of a
+    /// long queue costs the page, not the queue.
+    pub fn unfinished_jobs_after(&self, after: JobId) -> impl Iterator<Item = &Job> {
+        let range = (std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded);
+        let mut queued = self.queued.range(range).peekable();
+        let mut active = self.active.range(range).peekable();
+        std::iter::from_fn(move || {
+            let next = match (queued.peek(), active.peek()) {
+                (Some(q), Some(a)) if q <= a => queued.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => active.next(),
+                (Some(_), None) => queued.next(),
+                (None, None) => None,
+            };
+            next.copied()
+        })
+        .filter_map(|id| self.jobs.get(&id))
+    }
     /// Usage tables.
     pub fn accounting(&self) -> &Accounting {
         &self.accounting

@@ -820,6 +820,22 @@ proptest! {
         prop_assert_eq!(queued + active + finished, state.jobs().len());
         prop_assert!(state.jobs().values().all(|j| j.state != JobState::Requeued));
     }
+
+    #[test]
+    fn pages_of_unfinished_jobs_are_the_unfinished_jobs_in_id_order(
+        ops in prop::collection::vec(op(), 1..150),
+        cut in 0u64..40,
+    ) {
+        let (state, _) = run(&ops);
+        let expected: Vec<JobId> = state
+            .jobs()
+            .values()
+            .filter(|j| !j.state.is_terminal() && j.id.0 > cut)
+            .map(|j| j.id)
+            .collect();
+        let paged: Vec<JobId> = state.unfinished_jobs_after(JobId(cut)).map(|j| j.id).collect();
+        prop_assert_eq!(paged, expected);
+    }
 }
 
 /// Where and how to damage an encoded command: flip bits of a byte, cut the

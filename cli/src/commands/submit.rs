@@ -53,6 +53,9 @@ pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Resu
             async move { client.submit_job(request).await }
         })
         .await?;
+    for warning in &reply.warnings {
+        eprintln!("sbatch: warning: {warning}");
+    }
     if options.test_only {
         if json {
             super::print_json(&serde_json::json!({

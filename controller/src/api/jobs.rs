@@ -198,10 +198,8 @@ pub async fn list(ctx: &ApiContext, request: ListJobsRequest) -> Result<ListJobs
         let mut bytes = 0;
         let mut last = None;
         let mut next_after_job_id = 0;
-        for job in filter
-            .matching(state)
-            .filter(|job| !paged || job.id > after)
-        {
+        let first = if paged { after } else { JobId(0) };
+        for job in filter.matching_after(state, first) {
             if paged && bytes >= LIST_PAGE_BYTES {
                 next_after_job_id = last.map_or(0, |id: JobId| id.0);
                 break;
@@ -333,23 +331,38 @@ impl JobFilter {
                     .is_some_and(|a| r.job_ids.contains(&a.array_job_id.0)))
     }
 
-    /// The matching jobs of `state`: unfinished ones unless `all` or explicit ids
-    /// or states were asked for.
+    /// The matching jobs of `state`, by id: unfinished ones unless `all` or
+    /// explicit ids or states were asked for.
     pub fn matching<'s>(
         &'s self,
         state: &'s ClusterState,
     ) -> Box<dyn Iterator<Item = &'s Job> + 's> {
+        self.matching_after(state, JobId(0))
+    }
+
+    /// As [`JobFilter::matching`], only jobs with ids above `after` (a page's
+    /// start), reached through the indexes without visiting those before it.
+    pub fn matching_after<'s>(
+        &'s self,
+        state: &'s ClusterState,
+        after: JobId,
+    ) -> Box<dyn Iterator<Item = &'s Job> + 's> {
         let r = &self.request;
         if r.all || !r.job_ids.is_empty() || !self.states.is_empty() {
-            Box::new(state.jobs().values().filter(|job| self.accepts(job)))
+            let range = (std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded);
+            Box::new(
+                state
+                    .jobs()
+                    .range(range)
+                    .map(|(_, job)| job)
+                    .filter(|job| self.accepts(job)),
+            )
         } else {
-            let mut unfinished: Vec<&Job> = state
-                .queued_jobs()
-                .chain(state.active_jobs())
-                .filter(|job| self.accepts(job))
-                .collect();
-            unfinished.sort_by_key(|job| job.id);
-            Box::new(unfinished.into_iter())
+            Box::new(
+                state
+                    .unfinished_jobs_after(after)
+                    .filter(|job| self.accepts(job)),
+            )
         }
     }
 }

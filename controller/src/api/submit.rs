@@ -27,7 +27,7 @@ pub async fn submit(
 ) -> Result<SubmitJobReply, Status> {
     let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
     let test_only = request.test_only;
-    let (spec, batch) = job_request(&actor, request)?;
+    let (spec, batch, warnings) = job_request(&actor, request)?;
     // A test waits its turn before it reads the clock, so it plans for now.
     let permit = if test_only {
         Some(ctx.planning.admit(&actor.user).await)
@@ -52,6 +52,7 @@ pub async fn submit(
             count: 0,
             test_only_report: report,
             test_only: estimate,
+            warnings,
         });
     }
     match ctx.propose_one(command).await? {
@@ -62,6 +63,7 @@ pub async fn submit(
                 count,
                 test_only_report: String::new(),
                 test_only: None,
+                warnings,
             })
         }
         other => Err(Status::internal(format!(
@@ -70,8 +72,12 @@ pub async fn submit(
     }
 }
 
-/// Parses options and script into the job request.
-fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, BatchScript), Status> {
+/// Parses options and script into the job request, with the warnings of
+/// options accepted without effect.
+fn job_request(
+    actor: &Actor,
+    request: SubmitJobRequest,
+) -> Result<(JobSpec, BatchScript, Vec<String>), Status> {
     let bad = |e: &dyn std::fmt::Display| Status::invalid_argument(e.to_string());
     let (cli, rest) = parse_args(&request.args).map_err(|e| bad(&e))?;
     if !rest.is_empty() {
@@ -107,6 +113,7 @@ fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, Bat
         ScriptSource::Wrap(_) => SbatchOptions::default(),
     };
     let options = directives.overridden_by(cli);
+    let warnings = options.warnings.clone();
     let context = SubmitContext {
         user: actor.user.clone(),
         uid: request.uid,
@@ -119,7 +126,8 @@ fn job_request(actor: &Actor, request: SubmitJobRequest) -> Result<(JobSpec, Bat
         },
         environment: request.environment.into_iter().collect(),
     };
-    build_request(options, source, &context).map_err(|e| bad(&e))
+    let (spec, batch) = build_request(options, source, &context).map_err(|e| bad(&e))?;
+    Ok((spec, batch, warnings))
 }
 
 /// Where and when the job would start: apply the submission to a copy of the

@@ -30,8 +30,21 @@ pub enum TimeLimit {
     Unlimited,
 }
 
-/// Parses a time limit as `sbatch --time` does.
+/// Parses a time limit as `sbatch --time` stores it: whole minutes, a
+/// remainder of seconds rounded up (`45:30` is 46 minutes), and `0`, `-1`,
+/// `UNLIMITED` or `INFINITE` for no limit.
 pub fn parse_time_limit(spec: &str) -> Result<TimeLimit, FormatError> {
+    if spec.trim() == "-1" {
+        return Ok(TimeLimit::Unlimited);
+    }
+    Ok(match parse_duration(spec)? {
+        TimeLimit::Seconds(seconds) => TimeLimit::Seconds(seconds.div_ceil(60) * 60),
+        TimeLimit::Unlimited => TimeLimit::Unlimited,
+    })
+}
+
+/// Parses a time in `--time`'s forms to the second (`--switches=N@TIME`).
+pub fn parse_duration(spec: &str) -> Result<TimeLimit, FormatError> {
     if spec.is_empty() {
         return Err(FormatError::new(
             FORMAT,
@@ -236,17 +249,19 @@ mod tests {
     }
 
     #[test]
-    fn minutes_seconds() {
-        assert_eq!(secs("1:30"), 90);
-        assert_eq!(secs("0:05"), 5);
+    fn minutes_seconds_round_up_to_whole_minutes() {
+        assert_eq!(secs("1:30"), 120);
+        assert_eq!(secs("45:30"), 46 * 60);
+        assert_eq!(secs("0:05"), 60);
         assert_eq!(secs("90:00"), 5400);
+        assert_eq!(parse_duration("0:05"), Ok(TimeLimit::Seconds(5)));
     }
 
     #[test]
     fn hours_minutes_seconds() {
-        assert_eq!(secs("1:02:03"), 3723);
+        assert_eq!(secs("1:02:03"), 3780);
         assert_eq!(secs("48:00:00"), 2 * 86_400);
-        assert_eq!(secs("00:00:01"), 1);
+        assert_eq!(secs("00:00:01"), 60);
     }
 
     #[test]
@@ -255,8 +270,8 @@ mod tests {
         assert_eq!(secs("2-12"), 2 * 86_400 + 12 * 3600);
         assert_eq!(secs("1-02:30"), 86_400 + 2 * 3600 + 30 * 60);
         assert_eq!(secs("2-00:00:00"), 2 * 86_400);
-        assert_eq!(secs("0-00:00:30"), 30);
-        assert_eq!(secs("3-23:59:59"), 4 * 86_400 - 1);
+        assert_eq!(secs("0-00:00:30"), 60);
+        assert_eq!(secs("3-23:59:59"), 4 * 86_400);
     }
 
     #[test]
@@ -266,6 +281,7 @@ mod tests {
             "unlimited",
             "Infinite",
             "INFINITE",
+            "-1",
             "0",
             "00",
             "0:00",
@@ -358,8 +374,17 @@ mod tests {
 
     proptest! {
         #[test]
-        fn format_then_parse_round_trips(s in 1u64..) {
+        fn format_then_parse_round_trips(minutes in 1u64..(u64::MAX / 3600)) {
+            let s = minutes * 60;
             prop_assert_eq!(parse_time_limit(&format_time_limit(TimeLimit::Seconds(s))), Ok(TimeLimit::Seconds(s)));
+        }
+
+        #[test]
+        fn any_time_rounds_up_to_the_next_whole_minute(s in 1u64..(u64::MAX / 3600)) {
+            prop_assert_eq!(
+                parse_time_limit(&format_time_limit(TimeLimit::Seconds(s))),
+                Ok(TimeLimit::Seconds(s.div_ceil(60) * 60))
+            );
         }
 
         #[test]

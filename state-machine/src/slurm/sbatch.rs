@@ -5,8 +5,11 @@
 //! Both sources share one option table. Long options take `--name=value` or
 //! `--name value`; short ones `-N 2` or `-N2`, and a flag may be bundled with the
 //! short options after it (`-HN2`), as getopt allows. Long names must be spelled
-//! out in full: getopt's unambiguous-prefix matching is not offered, so that a
-//! prefix Slurm would find ambiguous cannot mean something here.
+//! out in full or as a prefix of exactly one of Slurm's sbatch options (as
+//! getopt allows: `--err` is `--error`); the prefix is matched against
+//! Slurm's whole option list, so a prefix Slurm finds ambiguous is refused.
+//! Options that cannot matter here (`--hint`, `--overcommit`, ...) are
+//! accepted with a warning naming why.
 //!
 //! In a script, a directive line is `#SBATCH` at the very start of the line,
 //! followed by whitespace and any number of options; values may be quoted with
@@ -21,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::FormatError;
 use super::array::{ArraySpec, parse_array};
 use super::dependency::{DependencySpec, parse_dependency};
-use super::duration::{TimeLimit, parse_time_limit};
+use super::duration::{TimeLimit, parse_duration, parse_time_limit};
 use super::gres::{GpuRequest, parse_gpu_count, parse_gres};
 use super::memory::parse_memory_mb;
 use super::signal::{SignalSpec, parse_signal_spec};
@@ -148,6 +151,9 @@ pub struct SbatchOptions {
     pub parsable: bool,
     /// `--test-only` (command line only).
     pub test_only: bool,
+    /// One line for each option accepted that has no effect here (`--hint`,
+    /// `--overcommit`, ...), said to the user at submission.
+    pub warnings: Vec<String>,
 }
 
 impl SbatchOptions {
@@ -195,6 +201,7 @@ impl SbatchOptions {
             wrap,
             parsable,
             test_only,
+            warnings,
         } = overrides;
         SbatchOptions {
             job_name: job_name.or(self.job_name),
@@ -240,6 +247,7 @@ impl SbatchOptions {
             wrap: wrap.or(self.wrap),
             parsable: parsable || self.parsable,
             test_only: test_only || self.test_only,
+            warnings: self.warnings.into_iter().chain(warnings).collect(),
         }
     }
 }
@@ -417,6 +425,8 @@ enum Flag {
     Hold,
     Parsable,
     TestOnly,
+    /// Accepted, without effect here (see [`NO_EFFECT`]).
+    NoEffect,
 }
 
 /// Options that take a value.
@@ -458,6 +468,10 @@ enum Value {
     MailType,
     MailUser,
     Wrap,
+    /// `--time-min`: checked as a time, without effect here.
+    TimeMin,
+    /// Accepted, without effect here (see [`NO_EFFECT`]).
+    NoEffect,
 }
 
 /// Whether an option takes a value.
@@ -525,6 +539,7 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::value("nodes", Some('N'), Value::Nodes),
     OptionDef::value("ntasks", Some('n'), Value::Ntasks),
     OptionDef::value("ntasks-per-node", None, Value::NtasksPerNode),
+    OptionDef::value("tasks-per-node", None, Value::NtasksPerNode),
     OptionDef::value("cpus-per-task", Some('c'), Value::CpusPerTask),
     OptionDef::value("mem", None, Value::Mem),
     OptionDef::value("mem-per-cpu", None, Value::MemPerCpu),
@@ -559,7 +574,178 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::value("wrap", None, Value::Wrap).command_line_only(),
     OptionDef::flag("parsable", None, Flag::Parsable).command_line_only(),
     OptionDef::flag("test-only", None, Flag::TestOnly).command_line_only(),
+    OptionDef::value("time-min", None, Value::TimeMin),
+    OptionDef::value("wait-all-nodes", None, Value::NoEffect),
+    OptionDef::value("hint", None, Value::NoEffect),
+    OptionDef::flag("overcommit", Some('O'), Flag::NoEffect),
+    OptionDef::value("open-mode", None, Value::NoEffect),
+    OptionDef::value("kill-on-invalid-dep", None, Value::NoEffect),
+    OptionDef::value("distribution", Some('m'), Value::NoEffect),
+    OptionDef::value("mem-bind", None, Value::NoEffect),
+    OptionDef::value("gpu-bind", None, Value::NoEffect),
+    OptionDef::value("gpu-freq", None, Value::NoEffect),
+    OptionDef::value("cpu-freq", None, Value::NoEffect),
+    OptionDef::value("ntasks-per-core", None, Value::NoEffect),
+    OptionDef::value("ntasks-per-socket", None, Value::NoEffect),
+    OptionDef::value("sockets-per-node", None, Value::NoEffect),
+    OptionDef::value("cores-per-socket", None, Value::NoEffect),
+    OptionDef::value("threads-per-core", None, Value::NoEffect),
+    OptionDef::value("propagate", None, Value::NoEffect),
+    OptionDef::value("profile", None, Value::NoEffect),
+    OptionDef::value("acctg-freq", None, Value::NoEffect),
+    OptionDef::value("wckey", None, Value::NoEffect),
+    OptionDef::flag("no-kill", Some('k'), Flag::NoEffect),
+    OptionDef::flag("quiet", Some('Q'), Flag::NoEffect),
+    OptionDef::flag("verbose", Some('v'), Flag::NoEffect),
+    OptionDef::flag("oversubscribe", Some('s'), Flag::NoEffect),
+    OptionDef::flag("contiguous", None, Flag::NoEffect),
+    OptionDef::flag("spread-job", None, Flag::NoEffect),
+    OptionDef::flag("use-min-nodes", None, Flag::NoEffect),
 ];
+
+/// Why each option accepted without effect has none here: the warning the
+/// user sees at submission.
+const NO_EFFECT: &[(&str, &str)] = &[
+    (
+        "time-min",
+        "corral schedules with the time limit (--time) only",
+    ),
+    (
+        "wait-all-nodes",
+        "corral's nodes need no boot, so there is nothing to wait for",
+    ),
+    ("hint", "corral does not bind tasks to cores"),
+    ("overcommit", "corral does not bind tasks to cores"),
+    (
+        "open-mode",
+        "output files are always opened for appending, so a requeued attempt continues its file",
+    ),
+    (
+        "kill-on-invalid-dep",
+        "a job whose dependency can never be met stays pending (DependencyNeverSatisfied) until cancelled",
+    ),
+    ("distribution", "tasks are laid out by block"),
+    ("mem-bind", "corral does not bind memory"),
+    (
+        "gpu-bind",
+        "GPUs are given through CUDA_VISIBLE_DEVICES per node",
+    ),
+    ("gpu-freq", "corral does not set GPU clocks"),
+    ("cpu-freq", "corral does not set CPU clocks"),
+    ("ntasks-per-core", "corral does not bind tasks to cores"),
+    ("ntasks-per-socket", "corral does not bind tasks to cores"),
+    ("sockets-per-node", "nodes are scheduled by CPU count"),
+    ("cores-per-socket", "nodes are scheduled by CPU count"),
+    ("threads-per-core", "nodes are scheduled by CPU count"),
+    ("propagate", "resource limits are those of the agent"),
+    ("profile", "corral does not profile jobs"),
+    ("acctg-freq", "usage is sampled at the agents' own rate"),
+    ("wckey", "corral keeps no workload characterization keys"),
+    (
+        "no-kill",
+        "a failed node ends the job's attempt and requeues it",
+    ),
+    ("quiet", "sbatch prints only the job id line"),
+    ("verbose", "sbatch prints only the job id line"),
+    ("oversubscribe", "GPUs are never shared between jobs"),
+    ("contiguous", "placement follows the topology (--switches)"),
+    ("spread-job", "placement follows the topology (--switches)"),
+    ("use-min-nodes", "jobs get the node count they ask for"),
+];
+
+/// Long options of Slurm 22.05's sbatch that corral neither honours nor
+/// accepts: they are refused by name, but they take part in getopt's prefix
+/// matching so that a prefix Slurm finds ambiguous is ambiguous here too.
+const SLURM_ONLY: &[&str] = &[
+    "batch",
+    "bb",
+    "bbf",
+    "begin",
+    "chdir",
+    "cluster-constraint",
+    "clusters",
+    "container",
+    "core-spec",
+    "deadline",
+    "delay-boot",
+    "export-file",
+    "extra-node-info",
+    "get-user-env",
+    "gid",
+    "gres-flags",
+    "help",
+    "ignore-pbs",
+    "licenses",
+    "mcs-label",
+    "mincpus",
+    "network",
+    "nodefile",
+    "ntasks-per-gpu",
+    "power",
+    "prefer",
+    "priority",
+    "reboot",
+    "thread-spec",
+    "tmp",
+    "uid",
+    "usage",
+    "version",
+    "wait",
+    "x11",
+];
+
+/// The option a long name picks: its full name, or (as getopt allows) a
+/// prefix of exactly one of sbatch's long options.
+fn find_long_or_prefix(name: &str) -> Result<&'static OptionDef, FormatError> {
+    if let Some(def) = find_long(name) {
+        return Ok(def);
+    }
+    let option = format!("--{name}");
+    if name.is_empty() {
+        return Err(unknown_option(&option));
+    }
+    let mut matches: Vec<&str> = OPTIONS
+        .iter()
+        .map(|def| def.long)
+        .chain(SLURM_ONLY.iter().copied())
+        .filter(|long| long.starts_with(name))
+        .collect();
+    matches.sort_unstable();
+    matches.dedup();
+    match matches.as_slice() {
+        [one] => find_long(one).ok_or_else(|| unknown_option(&option)),
+        [] => Err(unknown_option(&option)),
+        several => Err(FormatError::new(
+            FORMAT,
+            &option,
+            format!(
+                "option '{option}' is ambiguous; possibilities: {}",
+                several
+                    .iter()
+                    .map(|s| format!("'--{s}'"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        )),
+    }
+}
+
+/// The warning for an option accepted without effect.
+fn no_effect(opts: &mut SbatchOptions, option: &str) {
+    let name = option.trim_start_matches('-');
+    let def = if name.chars().count() == 1 {
+        name.chars().next().and_then(find_short)
+    } else {
+        find_long_or_prefix(name).ok()
+    };
+    let long = def.map_or(name, |def| def.long);
+    let why = NO_EFFECT
+        .iter()
+        .find(|(n, _)| *n == long)
+        .map_or("it has no effect here", |(_, why)| why);
+    opts.warnings
+        .push(format!("--{long} is accepted but has no effect: {why}"));
+}
 
 fn find_long(name: &str) -> Option<&'static OptionDef> {
     OPTIONS.iter().find(|def| def.long == name)
@@ -607,15 +793,11 @@ fn apply_long(
         Some((name, value)) => (name, Some(value)),
         None => (body, None),
     };
+    if name.is_empty() {
+        return Err(unknown_option(&format!("--{body}")));
+    }
+    let def = find_long_or_prefix(name)?;
     let option = format!("--{name}");
-    let Some(def) = find_long(name) else {
-        let token = if name.is_empty() {
-            format!("--{body}")
-        } else {
-            option
-        };
-        return Err(unknown_option(&token));
-    };
     check_source(def, &option, source)?;
     match (def.arity, inline) {
         (Arity::Flag(_), Some(_)) => Err(FormatError::new(
@@ -624,7 +806,7 @@ fn apply_long(
             format!("{option} takes no value"),
         )),
         (Arity::Flag(flag) | Arity::Optional(flag, _), None) => {
-            apply_flag(opts, flag);
+            apply_flag(opts, flag, &option);
             Ok(1)
         }
         (Arity::Value(value) | Arity::Optional(_, value), Some(text)) => {
@@ -653,7 +835,7 @@ fn apply_short(
         check_source(def, &option, source)?;
         let value = match def.arity {
             Arity::Flag(flag) | Arity::Optional(flag, _) => {
-                apply_flag(opts, flag);
+                apply_flag(opts, flag, &option);
                 continue;
             }
             Arity::Value(value) => value,
@@ -692,7 +874,7 @@ fn missing_value(option: &str) -> FormatError {
 // ---------------------------------------------------------------------------
 // Applying options
 
-fn apply_flag(opts: &mut SbatchOptions, flag: Flag) {
+fn apply_flag(opts: &mut SbatchOptions, flag: Flag, option: &str) {
     match flag {
         Flag::Requeue => opts.requeue = Some(true),
         Flag::NoRequeue => opts.requeue = Some(false),
@@ -701,6 +883,7 @@ fn apply_flag(opts: &mut SbatchOptions, flag: Flag) {
         Flag::Hold => opts.hold = Some(true),
         Flag::Parsable => opts.parsable = true,
         Flag::TestOnly => opts.test_only = true,
+        Flag::NoEffect => no_effect(opts, option),
     }
 }
 
@@ -728,6 +911,11 @@ fn apply_value(
         Value::MemPerCpu => opts.mem_per_cpu_mb = Some(parse_memory_mb(text)?),
         Value::MemPerGpu => opts.mem_per_gpu_mb = Some(parse_memory_mb(text)?),
         Value::Time => opts.time_limit = Some(parse_time_limit(text)?),
+        Value::TimeMin => {
+            parse_time_limit(text)?;
+            no_effect(opts, option);
+        }
+        Value::NoEffect => no_effect(opts, option),
         Value::Output => opts.output = owned(),
         Value::Error => opts.error = owned(),
         Value::Input => opts.input = owned(),
@@ -846,7 +1034,7 @@ fn parse_switches(text: &str) -> Result<SwitchesSpec, FormatError> {
                 "--switches needs a time after '@', as in 2@1:00:00",
             ));
         }
-        Some(wait) => match parse_time_limit(wait)? {
+        Some(wait) => match parse_duration(wait)? {
             TimeLimit::Unlimited => None,
             TimeLimit::Seconds(seconds) => Some(seconds),
         },
@@ -1122,6 +1310,37 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
     }
 
     #[test]
+    fn prefixes_aliases_and_options_without_effect() {
+        let (opts, _) = parse_args(&["--err=e.log", "--tasks-per-node=4", "--job=x"]).unwrap();
+        assert_eq!(opts.error.as_deref(), Some("e.log"));
+        assert_eq!(opts.ntasks_per_node, Some(4));
+        assert_eq!(opts.job_name.as_deref(), Some("x"));
+        assert!(opts.warnings.is_empty());
+        let err = parse_args(&["--gpu=1"]).unwrap_err();
+        assert!(err.reason.contains("ambiguous"), "{err}");
+        let (opts, _) = parse_args(&[
+            "--hint=nomultithread",
+            "-O",
+            "--time-min=30",
+            "--open-mode=append",
+            "--wait-all-nodes=1",
+            "--kill-on-invalid-dep=yes",
+            "--time=-1",
+        ])
+        .unwrap();
+        assert_eq!(opts.time_limit, Some(TimeLimit::Unlimited));
+        assert_eq!(opts.warnings.len(), 6, "{:?}", opts.warnings);
+        assert!(opts.warnings[1].starts_with("--overcommit is accepted but has no effect: "));
+        assert!(parse_args(&["--time-min=soon"]).is_err());
+        assert!(
+            parse_args(&["--begin=now"])
+                .unwrap_err()
+                .reason
+                .contains("unknown option")
+        );
+    }
+
+    #[test]
     fn dos_line_breaks_are_refused() {
         let err = parse_script_directives("#!/bin/bash\n#SBATCH -N 2\r\necho\r\n").unwrap_err();
         assert_eq!(err.token, "\\r\\n");
@@ -1352,6 +1571,7 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             wrap: Some("true".into()),
             parsable: true,
             test_only: true,
+            warnings: Vec::new(),
         };
         assert_eq!(parsed, expected);
     }
@@ -1369,6 +1589,7 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             ("--frobnicate=3", "--frobnicate"),
             ("-Z", "-Z"),
             ("--job", "--job"),
+            ("--gpu=1", "--gpu"),
             ("--Nodes=2", "--Nodes"),
             ("--time", "--time"),
             ("-t", "-t"),
