@@ -81,6 +81,7 @@ fn gang_batch_host_gets_exactly_slurms_variables() {
         ("CORRAL_DISPATCHED_BY", "2:7"),
         ("CUDA_VISIBLE_DEVICES", "2,3"),
         ("ENVIRONMENT", "BATCH"),
+        ("GPU_DEVICE_ORDINAL", "2,3"),
         ("HOME", "/home/alice"),
         ("HOSTNAME", "n1"),
         ("PATH", "/usr/bin:/bin"),
@@ -90,6 +91,7 @@ fn gang_batch_host_gets_exactly_slurms_variables() {
         ("SLURM_CPUS_PER_TASK", "2"),
         ("SLURM_GPUS_ON_NODE", "2"),
         ("SLURM_GPUS_PER_NODE", "2"),
+        ("SLURM_GTIDS", "0"),
         ("SLURM_JOBID", "2"),
         ("SLURM_JOB_ACCOUNT", "ml"),
         ("SLURM_JOB_CPUS_PER_NODE", "8(x2)"),
@@ -108,13 +110,16 @@ fn gang_batch_host_gets_exactly_slurms_variables() {
         ("SLURM_NNODES", "2"),
         ("SLURM_NODEID", "0"),
         ("SLURM_NODELIST", "n[1-2]"),
+        ("SLURM_NODE_ALIASES", "(null)"),
         ("SLURM_NPROCS", "8"),
         ("SLURM_NTASKS", "8"),
         ("SLURM_NTASKS_PER_NODE", "4"),
+        ("SLURM_PRIO_PROCESS", "0"),
         ("SLURM_PROCID", "0"),
         ("SLURM_SUBMIT_DIR", "/home/user"),
         ("SLURM_SUBMIT_HOST", "login1"),
         ("SLURM_TASKS_PER_NODE", "4(x2)"),
+        ("TMPDIR", "/tmp"),
     ]);
     assert_eq!(batch(job, "n1", &base_env()), expected);
 }
@@ -132,8 +137,10 @@ fn gang_second_node_differs_only_in_node_variables() {
         .collect();
     let expected: BTreeMap<&str, (&str, &str)> = [
         ("CUDA_VISIBLE_DEVICES", ("2,3", "0,1")),
+        ("GPU_DEVICE_ORDINAL", ("2,3", "0,1")),
         ("HOSTNAME", ("n1", "n2")),
         ("SLURMD_NODENAME", ("n1", "n2")),
+        ("SLURM_GTIDS", ("0", "1")),
         ("SLURM_JOB_GPUS", ("2,3", "0,1")),
         ("SLURM_NODEID", ("0", "1")),
         ("SLURM_PROCID", ("0", "1")),
@@ -413,6 +420,7 @@ fn step_tasks_get_their_ranks_and_the_steps_layout() {
     let batch_env = batch_environment(&ctx);
     // NODEID (1), NTASKS and NPROCS (8) already agree with the batch script's.
     let expected_changes = env(&[
+        ("SLURM_GTIDS", "4,5,6,7"),
         ("SLURM_LOCALID", "1"),
         ("SLURM_PROCID", "5"),
         ("SLURM_STEPID", "0"),

@@ -28,6 +28,15 @@ fn add_identity(env: &mut Env, ctx: &LaunchContext<'_>) {
     set(env, "SLURM_SUBMIT_DIR", &spec.submit_dir);
     set(env, "SLURM_SUBMIT_HOST", &spec.submit_host);
     set(env, "ENVIRONMENT", "BATCH");
+    // Slurm's values where corral has nothing to name: no node aliases
+    // (cloud nodes), and the submitting process's scheduling priority, which
+    // sbatch reads as 0 unless the shell was niced (corral does not carry it).
+    set(env, "SLURM_NODE_ALIASES", "(null)");
+    set(env, "SLURM_PRIO_PROCESS", 0);
+    // slurmd sets TMPDIR when the job's environment has none.
+    if !env.contains_key("TMPDIR") {
+        set(env, "TMPDIR", "/tmp");
+    }
     // Slurm sets it only once the job has been requeued or restarted.
     if job.requeue_count > 0 {
         set(env, "SLURM_RESTART_COUNT", job.requeue_count);

@@ -5,9 +5,11 @@ use super::layout::NodeLayout;
 use super::{Env, LaunchContext, NO_GPU_DEVICES, set};
 
 /// Sets `SLURMD_NODENAME`, `HOSTNAME`, the batch process's ranks
-/// (`SLURM_NODEID`, `SLURM_PROCID`: the node's index; `SLURM_LOCALID`: 0),
-/// `SLURM_CPUS_ON_NODE`, and the GPU variables: `CUDA_VISIBLE_DEVICES` and
-/// `SLURM_JOB_GPUS` (the node's indices of the job's GPUs, ascending) with
+/// (`SLURM_NODEID`, `SLURM_PROCID`, `SLURM_GTIDS`: the node's index;
+/// `SLURM_LOCALID`: 0),
+/// `SLURM_CPUS_ON_NODE`, and the GPU variables: `CUDA_VISIBLE_DEVICES`,
+/// `GPU_DEVICE_ORDINAL` and `SLURM_JOB_GPUS` (the node's indices of the job's
+/// GPUs, ascending) with
 /// `SLURM_GPUS_ON_NODE`, or `CUDA_VISIBLE_DEVICES=NoDevFiles` without GPUs.
 pub(super) fn add(env: &mut Env, ctx: &LaunchContext<'_>, layout: &NodeLayout<'_>) {
     set(env, "SLURMD_NODENAME", ctx.node);
@@ -15,6 +17,7 @@ pub(super) fn add(env: &mut Env, ctx: &LaunchContext<'_>, layout: &NodeLayout<'_
     if let Some(index) = layout.index_of(ctx.node) {
         set(env, "SLURM_NODEID", index);
         set(env, "SLURM_PROCID", index);
+        set(env, "SLURM_GTIDS", index);
         set(env, "SLURM_LOCALID", 0);
     }
     let allocation = layout.allocation(ctx.node);
@@ -34,6 +37,7 @@ pub(super) fn add(env: &mut Env, ctx: &LaunchContext<'_>, layout: &NodeLayout<'_
         .collect::<Vec<_>>()
         .join(",");
     set(env, "CUDA_VISIBLE_DEVICES", &list);
+    set(env, "GPU_DEVICE_ORDINAL", &list);
     set(env, "SLURM_JOB_GPUS", &list);
     set(env, "SLURM_GPUS_ON_NODE", gpus.len());
 }
