@@ -1,6 +1,6 @@
 //! The cluster's records at the end of a run, as `Final` events: every job
 //! with its attempts (allocation, start, end and its cause) and the GPU time
-//! charged, read with `corral --json queue --all`.
+//! charged, read with `corral --json queue -t all`.
 
 use std::time::Duration;
 
@@ -16,14 +16,14 @@ pub fn read(cluster: &Cluster, recorder: &Recorder) -> anyhow::Result<Vec<FinalJ
     let out = cluster.corral(&["--json", "queue", "-t", "all"], Duration::from_secs(60))?;
     if !out.status.success() {
         anyhow::bail!(
-            "corral queue --all failed: {}",
+            "corral queue -t all failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
     let jobs: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("reading corral queue --all")?;
+        serde_json::from_slice(&out.stdout).context("reading corral queue -t all")?;
     jobs.as_array()
-        .context("corral queue --all did not list jobs")?
+        .context("corral queue -t all did not list jobs")?
         .iter()
         .map(|job| final_job(job, recorder))
         .collect()

@@ -252,6 +252,7 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
         &[
             "--allocations",
             "--starttime=2026-01-01",
+            "--endtime=now",
             "--format=User,AllocGRES,ElapsedRaw,JobName",
             "--state=COMPLETED",
             "-P",
@@ -266,6 +267,21 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
         "{out}"
     );
     assert!(!out.contains("train-llm"), "only completed jobs: {out}");
+    // With -s and -S alone the window is the instant -S, as in Slurm: no job
+    // ended exactly then.
+    let out = ok(
+        &cluster,
+        "sacct",
+        &[
+            "-X",
+            "-n",
+            "--starttime=2026-01-01",
+            "--state=CD",
+            "-o",
+            "JobID",
+        ],
+    );
+    assert_eq!(out, "", "a one-instant window");
     let out = ok(
         &cluster,
         "sacct",

@@ -16,7 +16,8 @@ use crate::format::acct::{
     AcctOptions, BRIEF_FIELDS, CORRAL_DEFAULT_FIELDS, SLURM_DEFAULT_FIELDS, acct_table,
     parse_fields,
 };
-use crate::format::acct_fields::{AcctContext, FIELDS};
+use crate::format::acct_fields::{AcctContext, field_names};
+use crate::format::print_fields::Layout;
 use crate::format::usage_table;
 use crate::when;
 
@@ -95,15 +96,23 @@ pub async fn run(cluster: &Cluster, args: &AcctArgs, json: bool) -> anyhow::Resu
     let parse = |text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref().map(|t| when::parse(t, now)).transpose()
     };
-    // sacct's default window: since midnight (UTC), unless jobs or states
-    // are named; `corral acct`'s: every job.
-    let default_start = if args.sacct && job_ids.is_empty() && states.is_empty() {
-        now - now % MS_PER_DAY
+    // sacct's default window (`corral acct`'s is every job): since midnight
+    // (UTC) up to now; with -j, every job; with -s, the instant `now` (jobs
+    // in those states now), or from -S to -S when only -S is given.
+    let start = parse(&args.start)?;
+    let (start_ms, end_ms) = if !args.sacct {
+        (start.unwrap_or(0), parse(&args.end)?.unwrap_or(0))
+    } else if !states.is_empty() {
+        let start_ms = start.unwrap_or(now);
+        (start_ms, parse(&args.end)?.unwrap_or(start_ms))
+    } else if !job_ids.is_empty() {
+        (start.unwrap_or(0), parse(&args.end)?.unwrap_or(0))
     } else {
-        0
+        (
+            start.unwrap_or(now - now % MS_PER_DAY),
+            parse(&args.end)?.unwrap_or(0),
+        )
     };
-    let start_ms = parse(&args.start)?.unwrap_or(default_start);
-    let end_ms = parse(&args.end)?.unwrap_or(0);
     if end_ms != 0 && start_ms > end_ms {
         return refuse("Start time requested is after end time.".into());
     }
@@ -131,7 +140,7 @@ pub async fn run(cluster: &Cluster, args: &AcctArgs, json: bool) -> anyhow::Resu
     jobs.retain(|job| {
         (args.partitions.is_empty() || args.partitions.contains(&job.partition))
             && (args.names.is_empty() || args.names.contains(&job.spec.name))
-            && (states.is_empty() || states.iter().any(|s| *s == job.state.slurm_name()))
+            && (states.is_empty() || in_state_within(job, &states, start_ms, end_ms, now))
             && (tasks.is_empty()
                 || job.array.is_none_or(|a| {
                     tasks
@@ -153,17 +162,24 @@ pub async fn run(cluster: &Cluster, args: &AcctArgs, json: bool) -> anyhow::Resu
     } else if args.usage {
         print!("{}", usage_table(&usage));
     } else {
-        let parsable = match (args.parsable2, args.parsable) {
-            (true, _) => Some((args.delimiter.clone().unwrap_or("|".into()), false)),
-            (false, true) => Some((args.delimiter.clone().unwrap_or("|".into()), true)),
-            _ => None,
+        let delimiter = || args.delimiter.clone().unwrap_or_else(|| "|".into());
+        let layout = match (args.parsable2, args.parsable) {
+            (true, _) => Layout::Parsable {
+                delimiter: delimiter(),
+                trailing: false,
+            },
+            (false, true) => Layout::Parsable {
+                delimiter: delimiter(),
+                trailing: true,
+            },
+            _ => Layout::Columns,
         };
         let options = AcctOptions {
             columns,
             allocations: args.allocations || !args.sacct,
             attempts: args.attempts,
             noheader: args.noheader,
-            parsable,
+            layout,
         };
         let ctx = AcctContext {
             now: Timestamp(as_of_ms),
@@ -218,14 +234,26 @@ async fn accounting(
 
 /// `--helpformat`: the field names, four to a line.
 fn help_format() -> String {
+    let names: Vec<&str> = field_names().collect();
     let mut out = String::new();
-    for chunk in FIELDS.chunks(4) {
-        let line: Vec<String> = chunk
-            .iter()
-            .map(|(name, _, _)| format!("{name:<19}"))
-            .collect();
+    for chunk in names.chunks(4) {
+        let line: Vec<String> = chunk.iter().map(|name| format!("{name:<19}")).collect();
         out.push_str(line.join(" ").trim_end());
         out.push('\n');
     }
     out
+}
+
+/// sacct's `-s` with a window: a job that ended in one of `states` counts when
+/// it ended within the window; a pending or running one when it was so at
+/// some time in it (the window itself was checked by the controller).
+fn in_state_within(job: &Job, states: &[&str], start_ms: u64, end_ms: u64, now: u64) -> bool {
+    if !states.iter().any(|s| *s == job.state.slurm_name()) {
+        return false;
+    }
+    let end = if end_ms == 0 { now } else { end_ms };
+    match job.ended_at {
+        Some(at) if job.state.is_terminal() => (start_ms..=end).contains(&at.as_ms()),
+        _ => true,
+    }
 }

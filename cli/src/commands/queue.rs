@@ -149,7 +149,8 @@ fn plan(args: &QueueArgs) -> Result<Plan, Refusal> {
         .or_else(|| env("SQUEUE_SORT"))
         .unwrap_or_else(|| default_sort.to_string());
     let sort = parse_sort(&sort_spec).map_err(|e| Refusal(vec![e]))?;
-    let date_line = args.long && args.format.is_none() && args.format_names.is_none();
+    // squeue prints the date above the header under -l or --iterate, whatever the format.
+    let date_line = args.long || args.iterate.is_some();
     Ok(Plan {
         states,
         job_ids,
@@ -243,7 +244,10 @@ async fn print_once(
         list_jobs_with_priorities(cluster, request.clone()).await?
     };
     if args.start {
-        jobs.retain(|l| l.job.state == corral_state::job::JobState::Pending);
+        // --start lists pending jobs unless -t names other states.
+        if matches!(plan.states, StateFilter::Default) {
+            jobs.retain(|l| l.job.state == corral_state::job::JobState::Pending);
+        }
         let estimates = start_estimates(cluster, request).await?;
         for listed in &mut jobs {
             listed.estimate = estimates.get(&listed.job.id.0).cloned();
@@ -267,15 +271,17 @@ async fn print_once(
 
 /// Client-side filters: array tasks named `N_T`, QOS, names, nodes.
 fn keep(job: &Job, args: &QueueArgs, plan: &Plan, nodes: Option<&[String]>, l: &ListedJob) -> bool {
+    // `-j 7,8_1`: every task of array 7 (or job 7), and task 1 of array 8.
+    let named_alone =
+        |id: u64| plan.job_ids.contains(&id) && !plan.tasks.iter().any(|(array, _)| *array == id);
     let task_ok = plan.tasks.is_empty()
-        || plan
-            .job_ids
-            .iter()
-            .any(|id| *id == job.id.0 && !plan.tasks.iter().any(|(array, _)| array == id))
+        || named_alone(job.id.0)
         || job.array.is_some_and(|a| {
-            plan.tasks
-                .iter()
-                .any(|(array, task)| a.array_job_id.0 == *array && a.task_id == *task)
+            named_alone(a.array_job_id.0)
+                || plan
+                    .tasks
+                    .iter()
+                    .any(|(array, task)| a.array_job_id.0 == *array && a.task_id == *task)
         });
     let qos_ok = args.qos.is_empty()
         || job

@@ -1,14 +1,12 @@
-//! `corral acct` (and `sacct`): job records as sacct prints them. Every field
-//! is printed `%*.*s ` (so each line ends in a blank, as Slurm's do): right-
-//! aligned unless its width is negative, a longer value cut and ended in `+`,
-//! the header cut without one, a rule of dashes under it. `-p`/`-P` print
-//! `value|` (the last without `|` under `-P`) with no padding and no rule.
+//! `corral acct` (and `sacct`): job records as sacct prints them, in Slurm's
+//! `print_fields` layout (see [`super::print_fields`]).
 //! Under each job come its batch step (`N.batch`) unless `-X`, and with
 //! `--attempts` (sacct's `--duplicates`) one row per attempt (`N#A`).
 
-use corral_state::job::Job;
+use corral_state::job::{Job, JobState};
 
 use super::acct_fields::{AcctContext, AcctField, AcctRow, lookup, value};
+use super::print_fields::{Layout, header, row};
 
 /// sacct's default columns.
 pub const SLURM_DEFAULT_FIELDS: &str = "jobid,jobname,partition,account,alloccpus,state,exitcode";
@@ -42,8 +40,7 @@ pub fn parse_fields(format: &str) -> Result<Vec<AcctColumn>, String> {
                 Some((name, width)) => (name, Some(width)),
                 None => (spec, None),
             };
-            let (full, default_width, field) =
-                lookup(name).ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+            let (full, default_width, field) = lookup(name)?;
             let width = match width {
                 Some(w) => w
                     .parse::<i32>()
@@ -70,8 +67,8 @@ pub struct AcctOptions {
     pub attempts: bool,
     /// No header (`-n`).
     pub noheader: bool,
-    /// `-p`/`-P`/`--delimiter`: the delimiter, and whether the last field gets one too.
-    pub parsable: Option<(String, bool)>,
+    /// Fixed columns, or `-p`/`-P`/`--delimiter`.
+    pub layout: Layout,
 }
 
 impl Default for AcctOptions {
@@ -81,7 +78,7 @@ impl Default for AcctOptions {
             allocations: true,
             attempts: false,
             noheader: false,
-            parsable: None,
+            layout: Layout::Columns,
         }
     }
 }
@@ -90,77 +87,29 @@ impl Default for AcctOptions {
 pub fn acct_table(jobs: &[Job], ctx: &AcctContext, opts: &AcctOptions) -> String {
     let mut out = String::new();
     if !opts.noheader {
-        out.push_str(&line(opts, |c| Some(c.name.to_string()), false));
-        if opts.parsable.is_none() {
-            out.push_str(&line(
-                opts,
-                |c| Some("-".repeat(c.width.unsigned_abs() as usize)),
-                false,
-            ));
-        }
+        let columns: Vec<(&str, i32)> = opts.columns.iter().map(|c| (c.name, c.width)).collect();
+        out.push_str(&header(&columns, &opts.layout));
     }
     for job in jobs {
         let mut rows = vec![AcctRow::Job(job)];
-        let started = job.current_attempt().filter(|_| {
-            !matches!(
-                job.state,
-                corral_state::job::JobState::Pending | corral_state::job::JobState::RequeueHold
-            )
-        });
+        let started = job
+            .current_attempt()
+            .filter(|_| !matches!(job.state, JobState::Pending | JobState::RequeueHold));
         if opts.attempts {
             rows.extend(job.attempts.iter().map(|a| AcctRow::Attempt(job, a)));
         }
         if let (false, Some(attempt)) = (opts.allocations, started) {
             rows.push(AcctRow::Batch(job, attempt));
         }
-        for row in rows {
-            out.push_str(&line(opts, |c| value(c.field, row, ctx), true));
+        for r in rows {
+            let cells: Vec<(Option<String>, i32)> = opts
+                .columns
+                .iter()
+                .map(|c| (value(c.field, r, ctx), c.width))
+                .collect();
+            out.push_str(&row(&cells, &opts.layout));
         }
     }
-    out
-}
-
-/// One line: each column's text, laid out as sacct does.
-fn line(
-    opts: &AcctOptions,
-    text: impl Fn(&AcctColumn) -> Option<String>,
-    cut_with_plus: bool,
-) -> String {
-    let mut out = String::new();
-    let count = opts.columns.len();
-    for (i, column) in opts.columns.iter().enumerate() {
-        let cell = text(column);
-        match &opts.parsable {
-            Some((delimiter, trailing)) => {
-                out.push_str(&super::terminal_safe::escape_controls(
-                    cell.as_deref().unwrap_or(""),
-                ));
-                if *trailing || i + 1 < count {
-                    out.push_str(delimiter);
-                }
-            }
-            None => {
-                let width = column.width.unsigned_abs() as usize;
-                let cell = cell.unwrap_or_default();
-                let cell = super::terminal_safe::escape_controls(&cell);
-                let mut shown: String = cell.chars().take(width).collect();
-                if cut_with_plus && cell.chars().count() > width && width > 0 {
-                    shown = cell.chars().take(width - 1).collect();
-                    shown.push('+');
-                }
-                let pad = " ".repeat(width.saturating_sub(shown.chars().count()));
-                if column.width < 0 {
-                    out.push_str(&shown);
-                    out.push_str(&pad);
-                } else {
-                    out.push_str(&pad);
-                    out.push_str(&shown);
-                }
-                out.push(' ');
-            }
-        }
-    }
-    out.push('\n');
     out
 }
 
@@ -221,12 +170,18 @@ JobID                     JobName  Partition    AllocGRES                       
     fn parsable_forms_and_refused_fields() {
         let mut opts = AcctOptions {
             columns: parse_fields("jobid,state,elapsedraw").unwrap(),
-            parsable: Some(("|".into(), false)),
+            layout: Layout::Parsable {
+                delimiter: "|".into(),
+                trailing: false,
+            },
             ..AcctOptions::default()
         };
         let out = acct_table(&jobs(&scenario())[1..2], &ctx(), &opts);
         assert_eq!(out, "JobID|State|ElapsedRaw\n2|COMPLETED|1200\n");
-        opts.parsable = Some((",".into(), true));
+        opts.layout = Layout::Parsable {
+            delimiter: ",".into(),
+            trailing: true,
+        };
         opts.noheader = true;
         let out = acct_table(&jobs(&scenario())[1..2], &ctx(), &opts);
         assert_eq!(out, "2,COMPLETED,1200,\n");

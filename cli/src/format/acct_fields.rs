@@ -1,6 +1,7 @@
 //! sacct's fields: each one's name and default width (negative: left-aligned)
 //! in Slurm 22.05's order, so that a prefix picks the same field Slurm picks
-//! (`--format=jobid,elap` is JobID and Elapsed), and its value for a job row,
+//! (`--format=jobid,elap` is JobID and Elapsed; `c` is Cluster, which corral
+//! refuses by name), and its value for a job row,
 //! a batch-step row (`N.batch`) or one of corral's attempt rows (`N#A`).
 //! corral's additions: `AllocGRES`/`ReqGRES` (removed from Slurm in 20.11 but
 //! still in guides, printed in their old `gpu:N` form), `AllocGPUS`,
@@ -72,64 +73,155 @@ pub enum AcctField {
 
 use AcctField as F;
 
-/// Every field, in Slurm's order (prefixes match the first), with its default
-/// width.
-pub const FIELDS: &[(&str, i32, AcctField)] = &[
-    ("Account", 10, F::Account),
-    ("AllocCPUS", 10, F::AllocCpus),
-    ("AllocGPUS", 9, F::AllocGpus),
-    ("AllocGRES", 12, F::AllocGres),
-    ("AllocNodes", 10, F::AllocNodes),
-    ("AllocTRES", 10, F::AllocTres),
-    ("Comment", 14, F::Comment),
-    ("Constraints", 19, F::Constraints),
-    ("CPUTime", 10, F::CpuTime),
-    ("CPUTimeRAW", 10, F::CpuTimeRaw),
-    ("DerivedExitCode", 15, F::DerivedExitCode),
-    ("Elapsed", 10, F::Elapsed),
-    ("ElapsedRaw", 10, F::ElapsedRaw),
-    ("Eligible", 19, F::Eligible),
-    ("End", 19, F::End),
-    ("ExitCode", 8, F::ExitCode),
-    ("FailedNode", 10, F::FailedNode),
-    ("GID", 6, F::Gid),
-    ("Group", 9, F::Group),
-    ("JobID", -12, F::JobId),
-    ("JobIDRaw", -12, F::JobIdRaw),
-    ("JobName", 10, F::JobName),
-    ("NCPUS", 10, F::NCpus),
-    ("NNodes", 8, F::NNodes),
-    ("NodeList", 15, F::NodeList),
-    ("NTasks", 8, F::NTasks),
-    ("Partition", 10, F::Partition),
-    ("Priority", 10, F::Priority),
-    ("QOS", 10, F::Qos),
-    ("Reason", 22, F::Reason),
-    ("ReqCPUS", 8, F::ReqCpus),
-    ("ReqGRES", 12, F::ReqGres),
-    ("ReqMem", 10, F::ReqMem),
-    ("ReqNodes", 8, F::ReqNodes),
-    ("ReqTRES", 10, F::ReqTres),
-    ("Reservation", 20, F::Reservation),
-    ("Restarts", 8, F::Restarts),
-    ("Start", 19, F::Start),
-    ("State", 10, F::State),
-    ("Submit", 19, F::Submit),
-    ("Timelimit", 10, F::Timelimit),
-    ("TimelimitRaw", 10, F::TimelimitRaw),
-    ("UID", 6, F::Uid),
-    ("User", 9, F::User),
-    ("WorkDir", 20, F::WorkDir),
+/// Slurm 22.05's sacct fields in its own order, so that a prefix picks the
+/// field Slurm picks, each with its default width and corral's field (`None`:
+/// a field corral does not keep, refused by name).
+const SLURM_FIELDS: &[(&str, i32, Option<AcctField>)] = &[
+    ("Account", 10, Some(F::Account)),
+    ("AdminComment", 15, None),
+    ("AllocCPUS", 10, Some(F::AllocCpus)),
+    ("AllocNodes", 10, Some(F::AllocNodes)),
+    ("AllocTRES", 10, Some(F::AllocTres)),
+    ("AssocID", 7, None),
+    ("AveCPU", 10, None),
+    ("AveCPUFreq", 10, None),
+    ("AveDiskRead", 14, None),
+    ("AveDiskWrite", 14, None),
+    ("AvePages", 10, None),
+    ("AveRSS", 10, None),
+    ("AveVMSize", 10, None),
+    ("BlockID", 16, None),
+    ("Cluster", 10, None),
+    ("Comment", 14, Some(F::Comment)),
+    ("Constraints", 19, Some(F::Constraints)),
+    ("ConsumedEnergy", 14, None),
+    ("ConsumedEnergyRaw", 17, None),
+    ("Container", 19, None),
+    ("CPUTime", 10, Some(F::CpuTime)),
+    ("CPUTimeRAW", 10, Some(F::CpuTimeRaw)),
+    ("DBIndex", -10, None),
+    ("DerivedExitCode", 15, Some(F::DerivedExitCode)),
+    ("Elapsed", 10, Some(F::Elapsed)),
+    ("ElapsedRaw", 10, Some(F::ElapsedRaw)),
+    ("Eligible", 19, Some(F::Eligible)),
+    ("End", 19, Some(F::End)),
+    ("ExitCode", 8, Some(F::ExitCode)),
+    ("Flags", 19, None),
+    ("GID", 6, Some(F::Gid)),
+    ("Group", 9, Some(F::Group)),
+    ("JobID", -12, Some(F::JobId)),
+    ("JobIDRaw", -12, Some(F::JobIdRaw)),
+    ("JobName", 10, Some(F::JobName)),
+    ("Layout", 9, None),
+    ("MaxDiskRead", 12, None),
+    ("MaxDiskReadNode", 15, None),
+    ("MaxDiskReadTask", 15, None),
+    ("MaxDiskWrite", 12, None),
+    ("MaxDiskWriteNode", 16, None),
+    ("MaxDiskWriteTask", 16, None),
+    ("MaxPages", 8, None),
+    ("MaxPagesNode", 12, None),
+    ("MaxPagesTask", 14, None),
+    ("MaxRSS", 10, None),
+    ("MaxRSSNode", 10, None),
+    ("MaxRSSTask", 10, None),
+    ("MaxVMSize", 10, None),
+    ("MaxVMSizeNode", 14, None),
+    ("MaxVMSizeTask", 14, None),
+    ("McsLabel", 12, None),
+    ("MinCPU", 10, None),
+    ("MinCPUNode", 10, None),
+    ("MinCPUTask", 10, None),
+    ("NCPUS", 10, Some(F::NCpus)),
+    ("NNodes", 8, Some(F::NNodes)),
+    ("NodeList", 15, Some(F::NodeList)),
+    ("NTasks", 8, Some(F::NTasks)),
+    ("Partition", 10, Some(F::Partition)),
+    ("Priority", 10, Some(F::Priority)),
+    ("QOS", 10, Some(F::Qos)),
+    ("QOSRAW", 6, None),
+    ("Reason", 22, Some(F::Reason)),
+    ("ReqCPUFreq", 10, None),
+    ("ReqCPUFreqGov", 13, None),
+    ("ReqCPUFreqMax", 13, None),
+    ("ReqCPUFreqMin", 13, None),
+    ("ReqCPUS", 8, Some(F::ReqCpus)),
+    ("ReqMem", 10, Some(F::ReqMem)),
+    ("ReqNodes", 8, Some(F::ReqNodes)),
+    ("ReqTRES", 10, Some(F::ReqTres)),
+    ("Reservation", 20, Some(F::Reservation)),
+    ("ReservationId", 8, None),
+    ("Reserved", 10, None),
+    ("ResvCPU", 10, None),
+    ("ResvCPURAW", 10, None),
+    ("Start", 19, Some(F::Start)),
+    ("State", 10, Some(F::State)),
+    ("Submit", 19, Some(F::Submit)),
+    ("SubmitLine", 20, None),
+    ("Suspended", 10, None),
+    ("SystemComment", 15, None),
+    ("SystemCPU", 10, None),
+    ("Timelimit", 10, Some(F::Timelimit)),
+    ("TimelimitRaw", 10, Some(F::TimelimitRaw)),
+    ("TotalCPU", 10, None),
+    ("TRESUsageInAve", 14, None),
+    ("TRESUsageInMax", 14, None),
+    ("TRESUsageInMaxNode", 18, None),
+    ("TRESUsageInMaxTask", 18, None),
+    ("TRESUsageInMin", 14, None),
+    ("TRESUsageInMinNode", 18, None),
+    ("TRESUsageInMinTask", 18, None),
+    ("TRESUsageInTot", 14, None),
+    ("TRESUsageOutAve", 15, None),
+    ("TRESUsageOutMax", 15, None),
+    ("TRESUsageOutMaxNode", 19, None),
+    ("TRESUsageOutMaxTask", 19, None),
+    ("TRESUsageOutMin", 15, None),
+    ("TRESUsageOutMinNode", 19, None),
+    ("TRESUsageOutMinTask", 19, None),
+    ("TRESUsageOutTot", 15, None),
+    ("UID", 6, Some(F::Uid)),
+    ("User", 9, Some(F::User)),
+    ("UserCPU", 10, None),
+    ("WCKey", 10, None),
+    ("WCKeyID", 10, None),
+    ("WorkDir", 20, Some(F::WorkDir)),
 ];
 
-/// The field a name or prefix picks (case-insensitive), with its name and
-/// default width.
-pub fn lookup(prefix: &str) -> Option<(&'static str, i32, AcctField)> {
-    let prefix = prefix.to_ascii_lowercase();
-    FIELDS
+/// corral's own fields, matched only when no Slurm field has the prefix.
+const CORRAL_FIELDS: &[(&str, i32, AcctField)] = &[
+    ("AllocGPUS", 9, F::AllocGpus),
+    ("AllocGRES", 12, F::AllocGres),
+    ("FailedNode", 10, F::FailedNode),
+    ("ReqGRES", 12, F::ReqGres),
+    ("Restarts", 8, F::Restarts),
+];
+
+/// The names `--helpformat` lists: the fields corral prints.
+pub fn field_names() -> impl Iterator<Item = &'static str> {
+    SLURM_FIELDS
         .iter()
-        .find(|(name, _, _)| name.to_ascii_lowercase().starts_with(&prefix))
+        .filter(|(_, _, f)| f.is_some())
+        .map(|(name, _, _)| *name)
+        .chain(CORRAL_FIELDS.iter().map(|(name, _, _)| *name))
+}
+
+/// The field a name or prefix picks (case-insensitive), with its name and
+/// default width: the first of Slurm's fields with that prefix, else the
+/// first of corral's. `Err` says why it is refused, in sacct's words.
+pub fn lookup(prefix: &str) -> Result<(&'static str, i32, AcctField), String> {
+    let lower = prefix.to_ascii_lowercase();
+    let starts = |name: &str| !lower.is_empty() && name.to_ascii_lowercase().starts_with(&lower);
+    if let Some((name, width, field)) = SLURM_FIELDS.iter().find(|(name, _, _)| starts(name)) {
+        return field.map(|f| (*name, *width, f)).ok_or_else(|| {
+            format!("Invalid field requested: \"{prefix}\" (corral does not keep {name})")
+        });
+    }
+    CORRAL_FIELDS
+        .iter()
+        .find(|(name, _, _)| starts(name))
         .copied()
+        .ok_or_else(|| format!("Invalid field requested: \"{prefix}\""))
 }
 
 /// What one row of sacct describes.
@@ -303,7 +395,7 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
         }
         F::Partition => job_only(job.partition.clone())?,
         F::Priority => return None,
-        F::Qos => job_only(job.qos.clone().unwrap_or_else(|| "normal".into()))?,
+        F::Qos => job_only(job.qos.clone().unwrap_or_default())?,
         F::Reason => job_only(if waiting(job) {
             reason_name(job.reason).to_string()
         } else {
@@ -365,13 +457,26 @@ mod tests {
 
     #[test]
     fn prefixes_pick_the_first_field_in_slurms_order() {
-        assert_eq!(lookup("jobid").map(|f| f.2), Some(F::JobId));
-        assert_eq!(lookup("JobIDRaw").map(|f| f.2), Some(F::JobIdRaw));
-        assert_eq!(lookup("elap").map(|f| f.2), Some(F::Elapsed));
-        assert_eq!(lookup("ElapsedRaw").map(|f| f.2), Some(F::ElapsedRaw));
-        assert_eq!(lookup("alloc").map(|f| f.2), Some(F::AllocCpus));
-        assert_eq!(lookup("AllocGRES").map(|f| f.2), Some(F::AllocGres));
-        assert_eq!(lookup("state").map(|f| f.2), Some(F::State));
-        assert_eq!(lookup("bogus"), None);
+        let field = |p: &str| lookup(p).map(|f| f.2);
+        assert_eq!(field("jobid"), Ok(F::JobId));
+        assert_eq!(field("JobIDRaw"), Ok(F::JobIdRaw));
+        assert_eq!(field("elap"), Ok(F::Elapsed));
+        assert_eq!(field("ElapsedRaw"), Ok(F::ElapsedRaw));
+        assert_eq!(field("alloc"), Ok(F::AllocCpus));
+        assert_eq!(field("AllocGRES"), Ok(F::AllocGres));
+        assert_eq!(field("state"), Ok(F::State));
+        assert!(field("f").unwrap_err().contains("Flags"));
+        // Slurm's own fields win a prefix, also those corral does not keep.
+        assert!(
+            field("c")
+                .unwrap_err()
+                .contains("corral does not keep Cluster")
+        );
+        assert!(field("reqc").unwrap_err().contains("ReqCPUFreq"));
+        assert_eq!(field("fail"), Ok(F::FailedNode));
+        assert_eq!(
+            field("bogus"),
+            Err("Invalid field requested: \"bogus\"".into())
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! (`"%.18i %9P|%j"`: a field letter after `%`, an optional width, `.` to
 //! right-align, literal text between) and the `-O` form (`"JobID:8,Name:.12"`:
 //! field names separated by commas, each with an optional `:[.][width][suffix]`,
-//! 20 characters wide by default). A field with a width is cut or padded to
-//! exactly that width; one without is printed whole. As in Slurm, a letter or
+//! 20 characters wide without a `:`). A field with a width is cut or padded to
+//! exactly that width; one without, or with width 0 (`Name:`, `Name:0`,
+//! `%0j`), is printed whole. As in Slurm, a letter or
 //! name it does not know is reported and left out (the letter as literal text),
 //! and the rest still prints.
 
@@ -87,7 +88,7 @@ pub fn parse_letters<F>(format: &str, letter: impl Fn(char) -> Option<F>) -> For
                 }
                 pieces.push(Piece::Field(FieldSpec {
                     field,
-                    width: digits.parse().ok(),
+                    width: digits.parse().ok().filter(|w| *w > 0),
                     right,
                     suffix: String::new(),
                 }));
@@ -115,9 +116,21 @@ pub fn parse_names<F>(
     let mut pieces = Vec::new();
     let mut unknown = Vec::new();
     for token in format.split(',').filter(|t| !t.is_empty()) {
-        let (field_name, modifiers) = token.split_once(':').unwrap_or((token, ""));
+        let (field_name, modifiers) = match token.split_once(':') {
+            Some((field_name, modifiers)) => (field_name, Some(modifiers)),
+            None => (token, None),
+        };
         let Some(field) = name(&field_name.trim().to_ascii_lowercase()) else {
             unknown.push(field_name.to_string());
+            continue;
+        };
+        let Some(modifiers) = modifiers else {
+            pieces.push(Piece::Field(FieldSpec {
+                field,
+                width: Some(default_width),
+                right: false,
+                suffix: String::new(),
+            }));
             continue;
         };
         let right = modifiers.starts_with('.');
@@ -126,9 +139,10 @@ pub fn parse_names<F>(
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let (digits, suffix) = rest.split_at(digits_end);
+        // `Name:` and `Name:0` print the whole value, as Slurm's strtol reads 0.
         pieces.push(Piece::Field(FieldSpec {
             field,
-            width: Some(digits.parse().unwrap_or(default_width)),
+            width: digits.parse().ok().filter(|w| *w > 0),
             right,
             suffix: suffix.to_string(),
         }));
@@ -220,6 +234,14 @@ mod tests {
             render_line(&format, cell),
             "3_[1-xtratrainjob            \n"
         );
+    }
+
+    #[test]
+    fn a_colon_without_width_or_a_zero_width_prints_the_whole_value() {
+        let format = parse_names("JobID:,Name:0|", 20, name);
+        assert_eq!(render_line(&format, cell), "3_[1-3]trainjob|\n");
+        let format = parse_letters("%0j.", letter);
+        assert_eq!(render_line(&format, cell), "trainjob.\n");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod job_fields;
 pub mod node_list;
 pub mod node_state;
 pub mod nodes;
+pub mod print_fields;
 pub mod queue;
 pub mod queue_fields;
 pub mod queue_rows;

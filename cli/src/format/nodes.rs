@@ -235,25 +235,9 @@ fn letters(text: &str) -> Layout {
 }
 
 /// A `-O` format. A name with `:` and no width (`cpus:`) is as wide as its
-/// value, as `:0` is.
+/// value, as `:0` is ([`parse_names`] reads both so).
 fn names(text: &str, lookup: fn(&str) -> Option<Field>, program: &str) -> Layout {
-    let text: Vec<String> = text
-        .split(',')
-        .map(|token| match token.split_once(':') {
-            Some((name, spec)) => {
-                let (dot, rest) = spec
-                    .strip_prefix('.')
-                    .map_or(("", spec), |rest| (".", rest));
-                if rest.starts_with(|c: char| c.is_ascii_digit()) {
-                    token.to_string()
-                } else {
-                    format!("{name}:{dot}0{rest}")
-                }
-            }
-            None => token.to_string(),
-        })
-        .collect();
-    let format = parse_names(&text.join(","), 20, lookup);
+    let format = parse_names(text, 20, lookup);
     let errors = format
         .unknown
         .iter()

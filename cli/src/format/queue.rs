@@ -183,6 +183,7 @@ mod tests {
             .iter()
             .map(|r| value(QueueField::JobId, r, &ctx()))
             .collect();
-        assert_eq!(ids, ["3", "4", "5_[1-2]", "1", "2"]);
+        // States sort by name, as squeue's: CD, PD, R.
+        assert_eq!(ids, ["2", "3", "4", "5_[1-2]", "1"]);
     }
 }

@@ -105,7 +105,13 @@ pub fn parse_sort(spec: &str) -> Result<Vec<SortKey>, String> {
 pub fn sort(rows: &mut [QueueRow<'_>], keys: &[SortKey], ctx: &QueueContext) {
     rows.sort_by(|a, b| {
         for key in keys {
-            let order = compare(key.field, a, b, ctx);
+            let (ka, kb) = (self::key(key.field, a, ctx), self::key(key.field, b, ctx));
+            let order = match (&ka, &kb) {
+                (Key::Unknown, Key::Unknown) => Ordering::Equal,
+                (Key::Unknown, _) => return Ordering::Greater,
+                (_, Key::Unknown) => return Ordering::Less,
+                _ => ka.cmp(&kb),
+            };
             let order = if key.descending {
                 order.reverse()
             } else {
@@ -124,19 +130,17 @@ pub fn sort(rows: &mut [QueueRow<'_>], keys: &[SortKey], ctx: &QueueContext) {
 enum Key {
     Number(i128),
     Text(String),
-}
-
-fn compare(field: QueueField, a: &QueueRow<'_>, b: &QueueRow<'_>, ctx: &QueueContext) -> Ordering {
-    key(field, a, ctx).cmp(&key(field, b, ctx))
+    /// No start time yet: last, whichever way the sort goes.
+    Unknown,
 }
 
 fn key(field: QueueField, row: &QueueRow<'_>, ctx: &QueueContext) -> Key {
     let job = row.job;
     let number = |n: u64| Key::Number(i128::from(n));
     let start = || match (job.current_attempt(), row.estimate) {
-        (Some(a), _) if job.state != JobState::Pending => a.started_at.as_ms(),
-        (_, Some(e)) => e.start.as_ms(),
-        _ => u64::MAX,
+        (Some(a), _) if job.state != JobState::Pending => Some(a.started_at.as_ms()),
+        (_, Some(e)) => Some(e.start.as_ms()),
+        _ => None,
     };
     match field {
         QueueField::JobId | QueueField::JobIdRaw => {
@@ -144,10 +148,12 @@ fn key(field: QueueField, row: &QueueRow<'_>, ctx: &QueueContext) -> Key {
                 .with_task(job.array.map_or(0, |a| a.task_id))
         }
         QueueField::Priority | QueueField::PriorityLong => Key::Number(i128::from(row.priority)),
-        QueueField::State | QueueField::StateCompact => number(job.state as u64),
+        // squeue compares the state names as text (CA < CD < CG < PD < R).
+        QueueField::State => Key::Text(job.state.slurm_name().to_string()),
+        QueueField::StateCompact => Key::Text(job.state.slurm_code().to_string()),
         QueueField::SubmitTime => number(job.submitted_at.as_ms()),
         QueueField::TimeUsed => number(job_elapsed_secs(job, ctx.now)),
-        QueueField::StartTime => number(start()),
+        QueueField::StartTime => start().map_or(Key::Unknown, number),
         QueueField::TimeLimit => number(match job.time_limit {
             TimeLimit::Unlimited => u64::MAX,
             TimeLimit::Seconds(s) => s,

@@ -19,7 +19,7 @@ pub fn reason_name(reason: PendingReason) -> &'static str {
         PendingReason::PartitionTimeLimit => "PartitionTimeLimit",
         PendingReason::PartitionDown => "PartitionDown",
         PendingReason::QosGrpGpuLimit => "QOSGrpGRES",
-        PendingReason::QosGrpGpuRunMinutes => "QOSGrpGRESRunMinutes",
+        PendingReason::QosGrpGpuRunMinutes => "QOSGrpGRESMinutes",
         PendingReason::QosMaxGpuPerUser => "QOSMaxGRESPerUser",
         PendingReason::QosMaxJobsPerUser => "QOSMaxJobsPerUserLimit",
         PendingReason::ReqNodeNotAvail => "ReqNodeNotAvail",

@@ -16,11 +16,7 @@ use super::sinfo_fields::{gres, reason_of};
 
 /// One node's record.
 pub fn show_node(node: &Node, partitions: &[Partition]) -> String {
-    let state = slurm_state(node);
-    let mut state_text = state.complete().to_uppercase();
-    if state.no_respond {
-        state_text = state_text.replace("+NOT_RESPONDING", "*");
-    }
+    let state_text = slurm_state(node).complete().to_uppercase();
     let alloc_cpus = node.cpus - node.free_cpus();
     let alloc_mem = node.memory_mb - node.free_memory_mb();
     let alloc_gpus = node

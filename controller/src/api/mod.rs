@@ -5,6 +5,7 @@
 //! caller's identity comes from its client certificate only.
 
 mod accounting;
+mod associations;
 pub mod caller;
 mod cluster;
 mod job_target;
@@ -26,10 +27,10 @@ use corral_proto::api::corral_server::Corral;
 use corral_proto::api::{
     AccountingReply, AccountingRequest, AdminRequest, BootstrapReply, CancelJobsReply,
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
-    ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent, ListJobsReply,
-    ListJobsRequest, ListNodesReply, ListNodesRequest, ReportCheckpointRequest,
-    SetNodeStateRequest, SignalJobsReply, SignalJobsRequest, StartEstimatesReply, SubmitJobReply,
-    SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
+    ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent,
+    ListAssociationsReply, ListJobsReply, ListJobsRequest, ListNodesReply, ListNodesRequest,
+    ReportCheckpointRequest, SetNodeStateRequest, SignalJobsReply, SignalJobsRequest,
+    StartEstimatesReply, SubmitJobReply, SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -224,6 +225,14 @@ impl Corral for ApiService {
     ) -> Result<Response<AccountingReply>, Status> {
         let caller = Caller::of(&request)?;
         accounting::query(&self.ctx, &caller, request.get_ref()).map(Response::new)
+    }
+
+    async fn list_associations(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<ListAssociationsReply>, Status> {
+        Caller::of(&request)?;
+        associations::list(&self.ctx).map(Response::new)
     }
 
     async fn cluster_status(

@@ -38,7 +38,11 @@ pub fn parse_time_limit(spec: &str) -> Result<TimeLimit, FormatError> {
         return Ok(TimeLimit::Unlimited);
     }
     Ok(match parse_duration(spec)? {
-        TimeLimit::Seconds(seconds) => TimeLimit::Seconds(seconds.div_ceil(60) * 60),
+        TimeLimit::Seconds(seconds) => TimeLimit::Seconds(
+            seconds
+                .checked_next_multiple_of(60)
+                .ok_or_else(|| too_large(spec))?,
+        ),
         TimeLimit::Unlimited => TimeLimit::Unlimited,
     })
 }
@@ -255,6 +259,12 @@ mod tests {
         assert_eq!(secs("0:05"), 60);
         assert_eq!(secs("90:00"), 5400);
         assert_eq!(parse_duration("0:05"), Ok(TimeLimit::Seconds(5)));
+        // Rounding up must not wrap past the largest number of seconds.
+        assert!(parse_time_limit(&format!("{}:01", u64::MAX / 60)).is_err());
+        assert_eq!(
+            parse_duration("-1").map_err(|e| e.token),
+            Err("-1".to_string())
+        );
     }
 
     #[test]

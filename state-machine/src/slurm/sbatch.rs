@@ -590,11 +590,16 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::value("sockets-per-node", None, Value::NoEffect),
     OptionDef::value("cores-per-socket", None, Value::NoEffect),
     OptionDef::value("threads-per-core", None, Value::NoEffect),
-    OptionDef::value("propagate", None, Value::NoEffect),
+    OptionDef::optional("propagate", Flag::NoEffect, Value::NoEffect),
     OptionDef::value("profile", None, Value::NoEffect),
     OptionDef::value("acctg-freq", None, Value::NoEffect),
     OptionDef::value("wckey", None, Value::NoEffect),
-    OptionDef::flag("no-kill", Some('k'), Flag::NoEffect),
+    OptionDef {
+        long: "no-kill",
+        short: Some('k'),
+        arity: Arity::Optional(Flag::NoEffect, Value::NoEffect),
+        command_line_only: false,
+    },
     OptionDef::flag("quiet", Some('Q'), Flag::NoEffect),
     OptionDef::flag("verbose", Some('v'), Flag::NoEffect),
     OptionDef::flag("oversubscribe", Some('s'), Flag::NoEffect),
@@ -653,18 +658,19 @@ const NO_EFFECT: &[(&str, &str)] = &[
     ("use-min-nodes", "jobs get the node count they ask for"),
 ];
 
-/// Long options of Slurm 22.05's sbatch that corral neither honours nor
-/// accepts: they are refused by name, but they take part in getopt's prefix
-/// matching so that a prefix Slurm finds ambiguous is ambiguous here too.
+/// Long options of Slurm 22.05's sbatch missing from [`OPTIONS`]: they are
+/// refused by name, but they take part in getopt's prefix matching so that a
+/// prefix Slurm finds ambiguous is ambiguous here too.
 const SLURM_ONLY: &[&str] = &[
     "batch",
     "bb",
     "bbf",
     "begin",
-    "chdir",
+    "cluster",
     "cluster-constraint",
     "clusters",
     "container",
+    "context",
     "core-spec",
     "deadline",
     "delay-boot",
@@ -678,9 +684,11 @@ const SLURM_ONLY: &[&str] = &[
     "licenses",
     "mcs-label",
     "mincpus",
+    "gpus-per-socket",
     "network",
     "nodefile",
     "ntasks-per-gpu",
+    "ntasks-per-tres",
     "power",
     "prefer",
     "priority",
@@ -730,15 +738,8 @@ fn find_long_or_prefix(name: &str) -> Result<&'static OptionDef, FormatError> {
     }
 }
 
-/// The warning for an option accepted without effect.
-fn no_effect(opts: &mut SbatchOptions, option: &str) {
-    let name = option.trim_start_matches('-');
-    let def = if name.chars().count() == 1 {
-        name.chars().next().and_then(find_short)
-    } else {
-        find_long_or_prefix(name).ok()
-    };
-    let long = def.map_or(name, |def| def.long);
+/// The warning for an option accepted without effect, by its long name.
+fn no_effect(opts: &mut SbatchOptions, long: &str) {
     let why = NO_EFFECT
         .iter()
         .find(|(n, _)| *n == long)
@@ -806,16 +807,16 @@ fn apply_long(
             format!("{option} takes no value"),
         )),
         (Arity::Flag(flag) | Arity::Optional(flag, _), None) => {
-            apply_flag(opts, flag, &option);
+            apply_flag(opts, flag, def.long);
             Ok(1)
         }
         (Arity::Value(value) | Arity::Optional(_, value), Some(text)) => {
-            apply_value(opts, value, &option, text)?;
+            apply_value(opts, value, &option, def.long, text)?;
             Ok(1)
         }
         (Arity::Value(value), None) => {
             let text = next.ok_or_else(|| missing_value(&option))?;
-            apply_value(opts, value, &option, text)?;
+            apply_value(opts, value, &option, def.long, text)?;
             Ok(2)
         }
     }
@@ -833,20 +834,29 @@ fn apply_short(
         let option = format!("-{letter}");
         let def = find_short(letter).ok_or_else(|| unknown_option(&option))?;
         check_source(def, &option, source)?;
+        let attached = letters.get(at + letter.len_utf8()..).unwrap_or_default();
         let value = match def.arity {
-            Arity::Flag(flag) | Arity::Optional(flag, _) => {
-                apply_flag(opts, flag, &option);
+            Arity::Flag(flag) => {
+                apply_flag(opts, flag, def.long);
                 continue;
+            }
+            // getopt's optional argument: only attached (`-koff`), else the flag.
+            Arity::Optional(flag, value) => {
+                if attached.is_empty() {
+                    apply_flag(opts, flag, def.long);
+                    continue;
+                }
+                apply_value(opts, value, &option, def.long, attached)?;
+                return Ok(1);
             }
             Arity::Value(value) => value,
         };
-        let attached = letters.get(at + letter.len_utf8()..).unwrap_or_default();
         if !attached.is_empty() {
-            apply_value(opts, value, &option, attached)?;
+            apply_value(opts, value, &option, def.long, attached)?;
             return Ok(1);
         }
         let text = next.ok_or_else(|| missing_value(&option))?;
-        apply_value(opts, value, &option, text)?;
+        apply_value(opts, value, &option, def.long, text)?;
         return Ok(2);
     }
     Ok(1)
@@ -874,7 +884,7 @@ fn missing_value(option: &str) -> FormatError {
 // ---------------------------------------------------------------------------
 // Applying options
 
-fn apply_flag(opts: &mut SbatchOptions, flag: Flag, option: &str) {
+fn apply_flag(opts: &mut SbatchOptions, flag: Flag, long: &str) {
     match flag {
         Flag::Requeue => opts.requeue = Some(true),
         Flag::NoRequeue => opts.requeue = Some(false),
@@ -883,7 +893,7 @@ fn apply_flag(opts: &mut SbatchOptions, flag: Flag, option: &str) {
         Flag::Hold => opts.hold = Some(true),
         Flag::Parsable => opts.parsable = true,
         Flag::TestOnly => opts.test_only = true,
-        Flag::NoEffect => no_effect(opts, option),
+        Flag::NoEffect => no_effect(opts, long),
     }
 }
 
@@ -892,6 +902,7 @@ fn apply_value(
     opts: &mut SbatchOptions,
     value: Value,
     option: &str,
+    long: &str,
     text: &str,
 ) -> Result<(), FormatError> {
     if text.is_empty() {
@@ -913,9 +924,9 @@ fn apply_value(
         Value::Time => opts.time_limit = Some(parse_time_limit(text)?),
         Value::TimeMin => {
             parse_time_limit(text)?;
-            no_effect(opts, option);
+            no_effect(opts, long);
         }
-        Value::NoEffect => no_effect(opts, option),
+        Value::NoEffect => no_effect(opts, long),
         Value::Output => opts.output = owned(),
         Value::Error => opts.error = owned(),
         Value::Input => opts.input = owned(),

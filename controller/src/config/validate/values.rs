@@ -3,7 +3,7 @@
 //! hostlists and positive numbers.
 
 use corral_state::slurm::FormatError;
-use corral_state::slurm::duration::{TimeLimit, parse_time_limit};
+use corral_state::slurm::duration::{TimeLimit, parse_duration, parse_time_limit};
 use corral_state::slurm::hostlist;
 use corral_state::slurm::memory::parse_memory_mb;
 
@@ -71,7 +71,8 @@ pub(crate) enum Zero {
 
 /// A finite duration in seconds, written as a Slurm time spec.
 pub(crate) fn duration_seconds(key: &str, value: &str, zero: Zero) -> Checked<u64> {
-    let parsed = parse_time_limit(value).map_err(|e| {
+    // To the second (a job's time limit rounds to minutes; a kill wait must not).
+    let parsed = parse_duration(value).map_err(|e| {
         Refusal::new(
             key,
             format!(
@@ -156,6 +157,8 @@ mod tests {
     #[test]
     fn durations_take_zero_only_where_allowed() {
         assert_eq!(duration_seconds("k", "00:02:00", Zero::Refused), Ok(120));
+        assert_eq!(duration_seconds("k", "00:00:10", Zero::Refused), Ok(10));
+        assert!(duration_seconds("k", "-1", Zero::Allowed).is_err());
         assert_eq!(duration_seconds("k", "0", Zero::Allowed), Ok(0));
         assert!(duration_seconds("k", "0", Zero::Refused).is_err());
         assert!(duration_seconds("k", "UNLIMITED", Zero::Allowed).is_err());
