@@ -133,7 +133,14 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol (and srun) links to this binary in DIR.
+    /// Slurm's sacctmgr (reached through a link named `sacctmgr`): `corral sacctmgr -- ARGS`.
+    #[command(hide = true, disable_help_flag = true)]
+    Sacctmgr {
+        /// sacctmgr's own arguments, parsed by hand (`sacctmgr --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr (and srun) links to this binary in DIR.
     Shims {
         /// Where to put the links (e.g. ~/bin).
         dir: PathBuf,

@@ -1,16 +1,16 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
-//! `scancel`, `sinfo`, `sacct`, `scontrol` or `srun`, corral behaves as that
-//! command for its common options, by rewriting the command line into the
-//! matching subcommand (`sinfo` and `sacct` with a hidden flag that asks for
-//! Slurm's own default columns). `scontrol`'s arguments follow a `--`, so they reach its
-//! own parser untouched.
+//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr` or `srun`, corral
+//! behaves as that command for its common options, by rewriting the command
+//! line into the matching subcommand (`sinfo` and `sacct` with a hidden flag
+//! that asks for Slurm's own default columns). `scontrol`'s and `sacctmgr`'s
+//! arguments follow a `--`, so they reach their own parsers untouched.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The names `corral shims` links.
-pub const SHIM_NAMES: [&str; 7] = [
-    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun",
+pub const SHIM_NAMES: [&str; 8] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "srun",
 ];
 
 /// The command line as corral reads it: unchanged when invoked as `corral`,
@@ -32,6 +32,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "sinfo" => &["nodes", "--sinfo"],
         "sacct" => &["acct", "--sacct"],
         "scontrol" => &["scontrol", "--"],
+        "sacctmgr" => &["sacctmgr", "--"],
         "srun" => &["srun"],
         _ => return Ok(args),
     };

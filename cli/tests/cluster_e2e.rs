@@ -363,4 +363,20 @@ fn a_queue_larger_than_one_reply_is_listed_whole_page_by_page() {
     assert_eq!(folded.lines().count(), 3, "{folded}");
     assert!(folded.contains("         1_[0-999] "), "{folded}");
     assert!(folded.contains("      1001_[0-999] "), "{folded}");
+    // sacct's records come page by page too, each job once, usage with the first page.
+    let acct: serde_json::Value =
+        serde_json::from_str(&cluster.ok("user-alice", &["--json", "acct"])).unwrap();
+    let acct_ids: std::collections::BTreeSet<u64> = acct["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        acct["jobs"].as_array().unwrap().len(),
+        2000,
+        "every record, once"
+    );
+    assert_eq!(acct_ids.len(), 2000);
+    assert_eq!(acct["usage"][0]["jobs"], 2000, "{}", acct["usage"]);
 }

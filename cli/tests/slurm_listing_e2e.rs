@@ -3,7 +3,8 @@
 //! cluster of three controllers and two agents: Slurm's columns, widths and
 //! headers, folded array tasks, refusals in Slurm's words with its exit
 //! status, job and batch-step rows, parsable output; `sbatch --test-only`;
-//! `scontrol show node|partition`, `update NodeName=` and `ping`.
+//! `scontrol show node|partition`, `update NodeName=` and `ping`; `sacctmgr`
+//! setting up a GPU budget that then holds a job back.
 
 #![allow(clippy::unwrap_used)]
 
@@ -362,6 +363,67 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
     assert_eq!(pinged.lines().count(), 3, "{pinged}");
     assert!(pinged.starts_with("Slurmctld(primary) at "), "{pinged}");
     assert!(pinged.lines().all(|l| l.ends_with(" is UP")), "{pinged}");
+
+    // sacctmgr: a GPU budget as guides set one up, then enforced.
+    for line in [
+        &[
+            "-i",
+            "add",
+            "account",
+            "team-a",
+            "Description=Team A",
+            "Organization=research",
+        ][..],
+        &["-i", "add", "user", &user, "Account=team-a"],
+        &["-i", "add", "qos", "team-a-qos", "GrpTRESMins=gres/gpu=0"],
+        &["-i", "modify", "account", "team-a", "set", "QOS=team-a-qos"],
+    ] {
+        let out = slurm(&cluster, "sacctmgr", admin, line);
+        assert!(
+            out.status.success(),
+            "{line:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let shown = ok(
+        &cluster,
+        "sacctmgr",
+        &[
+            "-n",
+            "-P",
+            "show",
+            "qos",
+            "team-a-qos",
+            "format=Name,GrpTRESMins",
+        ],
+    );
+    assert_eq!(shown, "team-a-qos|gres/gpu=0\n");
+    let accounts = ok(&cluster, "sacctmgr", &["show", "account", "team-a"]);
+    assert!(
+        accounts.ends_with("    team-a               Team A               team-a \n"),
+        "{accounts}"
+    );
+    let out = slurm(
+        &cluster,
+        "sacctmgr",
+        &me(),
+        &["-i", "add", "account", "mine"],
+    );
+    assert!(!out.status.success(), "only admins change accounts");
+    let budgeted = submit(
+        &cluster,
+        &["-A", "team-a", "--gres=gpu:1", "--wrap", "true"],
+    );
+    let waiting = wait_job(
+        &cluster,
+        &budgeted,
+        Duration::from_secs(60),
+        "a QOS reason",
+        |j| j["reason"] == "QosGrpGpuRunMinutes",
+    );
+    assert_eq!(waiting["qos"], "team-a-qos");
+    let row = ok(&cluster, "squeue", &["-h", "-j", &budgeted, "-o", "%q %r"]);
+    assert_eq!(row, "team-a-qos QOSGrpGRESMinutes\n");
 
     let out = slurm(&cluster, "sacct", &me(), &["--format=JobID,Bogus"]);
     assert_eq!(out.status.code(), Some(1));

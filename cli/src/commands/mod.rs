@@ -11,6 +11,7 @@ mod jobs;
 pub mod local;
 mod nodes;
 mod queue;
+mod sacctmgr;
 mod scontrol;
 pub mod shims;
 mod signal;
@@ -61,6 +62,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(&args, global.json),
         Command::Local { action } => local::run(action, global.json).await,
         Command::Scontrol { args } => scontrol::run(&args, &global).await,
+        Command::Sacctmgr { args } => sacctmgr::run(&args, &global).await,
         Command::Chaos { args } => chaos(&args),
         Command::Shims { dir } => shims::run(&dir),
         Command::Completions { shell } => {
