@@ -61,6 +61,9 @@ pub enum Command {
     /// Submit a batch script (like sbatch): `corral submit [sbatch options] script [args]`.
     /// Put corral's own options (--json, --cluster) before `submit`.
     Submit {
+        /// Invoked as `sbatch`: refusals in sbatch's words and exit statuses.
+        #[arg(long, hide = true)]
+        as_sbatch: bool,
         /// sbatch options, the script and its arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,

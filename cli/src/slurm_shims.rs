@@ -2,7 +2,8 @@
 //! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr` or `srun`, corral
 //! behaves as that command for its common options, by rewriting the command
 //! line into the matching subcommand (`sinfo` and `sacct` with a hidden flag
-//! that asks for Slurm's own default columns). `scontrol`'s and `sacctmgr`'s
+//! that asks for Slurm's own default columns, `sbatch` with one that asks for
+//! its refusals in sbatch's words). `scontrol`'s and `sacctmgr`'s
 //! arguments follow a `--`, so they reach their own parsers untouched.
 
 use std::ffi::OsString;
@@ -26,7 +27,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         .unwrap_or("corral")
         .to_string();
     let subcommand: &[&str] = match name.as_str() {
-        "sbatch" => &["submit"],
+        "sbatch" => &["submit", "--as-sbatch"],
         "squeue" => &["queue"],
         "scancel" => &["cancel"],
         "sinfo" => &["nodes", "--sinfo"],
@@ -54,7 +55,7 @@ mod tests {
     fn slurm_names_become_subcommands() {
         assert_eq!(
             rewrite(os(&["/usr/bin/sbatch", "-N2", "train.sh"])).unwrap(),
-            os(&["corral", "submit", "-N2", "train.sh"])
+            os(&["corral", "submit", "--as-sbatch", "-N2", "train.sh"])
         );
         assert_eq!(
             rewrite(os(&["squeue", "-u", "alice"])).unwrap(),

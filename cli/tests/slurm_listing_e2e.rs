@@ -205,6 +205,22 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
     );
     ok(&cluster, "scancel", &[&accepted]);
 
+    // sbatch's refusals: getopt's words and 255 for options, 1 for requests.
+    let out = slurm(&cluster, "sbatch", &me(), &["--x", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(255));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "sbatch: unrecognized option '--x'\nTry \"sbatch --help\" for more information\n"
+    );
+    let out = slurm(&cluster, "sbatch", &me(), &["-p", "nope", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("sbatch: error: Batch job submission failed: unknown partition 'nope'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // Refusals: Slurm's words and exit status 1.
     let out = slurm(&cluster, "squeue", &me(), &["-t", "foo"]);
     assert_eq!(out.status.code(), Some(1));

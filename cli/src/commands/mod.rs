@@ -34,7 +34,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cluster::new(ClusterSettings::resolve(&global.cluster_flags())?)
     };
     match cli.command {
-        Command::Submit { args } => submit::run(&connect()?, &args, global.json).await,
+        Command::Submit { as_sbatch, args } => {
+            submit::run(&connect()?, &args, as_sbatch, global.json).await
+        }
         Command::Queue(args) => queue::run(&connect()?, &args, global.json).await,
         Command::Cancel(args) => cancel::run(&connect()?, &args, global.json).await,
         Command::Nodes(args) => nodes::run(&connect()?, &args, global.json).await,

@@ -11,9 +11,80 @@ use corral_state::slurm::sbatch::parse_args;
 
 use crate::connection::{Cluster, Retry};
 
-/// Submits.
-pub async fn run(cluster: &Cluster, args: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let (options, rest) = parse_args(args).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Submits. Invoked as `sbatch` (`as_sbatch`), a refused option prints
+/// getopt's or sbatch's first line and exits 255, and a refused request
+/// `sbatch: error: Batch job submission failed: ...` with status 1, as sbatch.
+pub async fn run(
+    cluster: &Cluster,
+    args: &[String],
+    as_sbatch: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    match submit(cluster, args, as_sbatch, json).await {
+        Err(error) if as_sbatch && crate::exit::code_for(&error) == crate::exit::REFUSED => {
+            eprintln!("sbatch: error: Batch job submission failed: {error:#}");
+            Ok(ExitCode::from(1))
+        }
+        other => other,
+    }
+}
+
+/// sbatch's exit status for a refused option.
+const SBATCH_OPTION_ERROR: u8 = 255;
+
+/// What sbatch (getopt, then its own checks) prints for a refused option, and
+/// its exit status: Slurm's first line, then corral's fuller explanation.
+fn sbatch_option_error(e: &corral_state::slurm::FormatError) -> (String, u8) {
+    match e.format {
+        "time limit" => {
+            return (
+                format!("sbatch: error: Invalid --time specification\n{e}"),
+                SBATCH_OPTION_ERROR,
+            );
+        }
+        // sbatch finds a bad GRES only when it builds the request: status 1.
+        "gres" => {
+            return (
+                format!("sbatch: error: Invalid generic resource (gres) specification\n{e}"),
+                1,
+            );
+        }
+        _ => {}
+    }
+    let try_help = "Try \"sbatch --help\" for more information";
+    let text = if e.reason == "unknown option" {
+        format!("sbatch: unrecognized option '{}'\n{try_help}", e.token)
+    } else if e.reason.ends_with("requires a value") {
+        format!(
+            "sbatch: option '{}' requires an argument\n{try_help}",
+            e.token
+        )
+    } else if e.reason.ends_with("takes no value") {
+        let name = e.token.split('=').next().unwrap_or(&e.token);
+        format!("sbatch: option '{name}' doesn't allow an argument\n{try_help}")
+    } else if e.reason.contains("is ambiguous") {
+        format!("sbatch: {}\n{try_help}", e.reason)
+    } else {
+        format!("sbatch: error: {e}")
+    };
+    (text, SBATCH_OPTION_ERROR)
+}
+
+async fn submit(
+    cluster: &Cluster,
+    args: &[String],
+    as_sbatch: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (options, rest) = match parse_args(args) {
+        Ok(parsed) => parsed,
+        Err(e) if as_sbatch => {
+            let (text, status) = sbatch_option_error(&e);
+            eprintln!("{text}");
+            return Ok(ExitCode::from(status));
+        }
+        Err(e) => return Err(anyhow::anyhow!("{e}")),
+    };
     let option_args = args[..args.len() - rest.len()].to_vec();
     let (script_path, script_text, script_args) = match rest.split_first() {
         Some((path, script_args)) if path != "-" => {
@@ -133,4 +204,52 @@ fn test_only_line(estimate: &corral_proto::api::TestOnlyEstimate) -> String {
         corral_state::slurm::hostlist::compress(&nodes),
         estimate.partition
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(args: &[&str]) -> (String, u8) {
+        sbatch_option_error(&parse_args(args).unwrap_err())
+    }
+
+    #[test]
+    fn refused_options_in_sbatchs_words_and_statuses() {
+        assert_eq!(
+            refusal(&["--x"]),
+            (
+                "sbatch: unrecognized option '--x'\nTry \"sbatch --help\" for more information"
+                    .into(),
+                255
+            )
+        );
+        let (text, status) = refusal(&["--time=abc"]);
+        assert!(
+            text.starts_with("sbatch: error: Invalid --time specification\n"),
+            "{text}"
+        );
+        assert_eq!(status, 255);
+        let (text, status) = refusal(&["--gres=foo:1"]);
+        assert!(
+            text.starts_with("sbatch: error: Invalid generic resource (gres) specification\n"),
+            "{text}"
+        );
+        assert_eq!(status, 1);
+        assert!(
+            refusal(&["--time"])
+                .0
+                .starts_with("sbatch: option '--time' requires an argument\n")
+        );
+        assert!(
+            refusal(&["--hold=1"])
+                .0
+                .starts_with("sbatch: option '--hold' doesn't allow an argument\n")
+        );
+        assert!(
+            refusal(&["--gpu=1"])
+                .0
+                .starts_with("sbatch: option '--gpu' is ambiguous; possibilities: ")
+        );
+    }
 }
