@@ -8,36 +8,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use support::{LocalCluster, corral_bin};
+use support::{LocalCluster, slurm_link};
 
-/// A link named `sinfo` to the corral binary, in `dir`.
-fn sinfo_link(dir: &Path) -> PathBuf {
-    let link = dir.join("sinfo");
-    std::os::unix::fs::symlink(corral_bin(), &link).unwrap();
-    link
-}
-
-/// Runs `sinfo ARGS` as the admin, the cluster given by CORRAL_* variables
-/// (sinfo has no flags for them).
+/// Runs `sinfo ARGS` as the admin through the cluster's `bin/sinfo`.
 fn sinfo(cluster: &LocalCluster, args: &[&str]) -> Output {
-    let certs = cluster.dir.path().join("certs");
-    let principal = "user-corral-admin";
-    Command::new(cluster.dir.path().join("sinfo"))
-        .args(args)
-        .env_remove("CORRAL_CONFIG")
-        .env_remove("SINFO_FORMAT")
-        .env("HOME", cluster.dir.path())
-        .env("CORRAL_CLUSTER", cluster.addresses.join(","))
-        .env("CORRAL_CA", certs.join("ca.pem"))
-        .env("CORRAL_CERT", certs.join(format!("{principal}.pem")))
-        .env("CORRAL_KEY", certs.join(format!("{principal}.key")))
-        .current_dir(cluster.dir.path())
-        .output()
-        .unwrap()
+    slurm_link(cluster, "sinfo", "user-corral-admin", args)
 }
 
 /// `sinfo ARGS`, which must succeed and print nothing on stderr; its stdout.
@@ -71,7 +49,6 @@ fn wait_for(cluster: &LocalCluster, args: &[&str], want: &str) {
 #[test]
 fn sinfo_prints_slurms_formats_through_its_link() {
     let cluster = LocalCluster::start_with_agents(1, 2);
-    sinfo_link(cluster.dir.path());
     wait_for(
         &cluster,
         &["-N", "-h", "-t", "idle", "-p", "gpu", "-o", "%N"],

@@ -10,33 +10,9 @@
 
 mod support;
 
-use std::process::{Command, Output};
 use std::time::Duration;
 
-use support::{LocalCluster, me, script, wait_job};
-
-/// Runs the Slurm command `name` (a link in the cluster's `bin/`) as
-/// `principal`, the cluster given through CORRAL_* variables as a login shell
-/// that sourced the cluster's env file would.
-fn slurm(cluster: &LocalCluster, name: &str, principal: &str, args: &[&str]) -> Output {
-    let dir = cluster.dir.path();
-    let certs = dir.join("certs");
-    Command::new(dir.join("bin").join(name))
-        .args(args)
-        .env_remove("CORRAL_CONFIG")
-        .env_remove("SQUEUE_FORMAT")
-        .env_remove("SQUEUE_FORMAT2")
-        .env_remove("SQUEUE_SORT")
-        .env_remove("SACCT_FORMAT")
-        .env("HOME", dir)
-        .env("CORRAL_CLUSTER", cluster.addresses.join(","))
-        .env("CORRAL_CA", certs.join("ca.pem"))
-        .env("CORRAL_CERT", certs.join(format!("{principal}.pem")))
-        .env("CORRAL_KEY", certs.join(format!("{principal}.key")))
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use support::{LocalCluster, me, script, slurm_link as slurm, wait_job};
 
 fn ok(cluster: &LocalCluster, name: &str, args: &[&str]) -> String {
     let out = slurm(cluster, name, &me(), args);

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use corral_proto::admin::AdminChange;
 use corral_proto::api::{AdminRequest, ChangeMembershipRequest};
 use corral_proto::records;
 use corral_state::time::Timestamp;
@@ -15,16 +16,7 @@ use crate::when;
 pub async fn run(cluster: &Cluster, command: AdminCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
         AdminCommand::Change(args) => {
-            let change = args.into_change(Timestamp(when::now_ms()))?;
-            let request = AdminRequest {
-                change_json: records::encode("admin change", &change)?,
-            };
-            cluster
-                .call(Retry::Once, |mut c| {
-                    let request = request.clone();
-                    async move { c.admin(request).await }
-                })
-                .await?;
+            send(cluster, &args.into_change(Timestamp(when::now_ms()))?).await?;
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::Members { action } => {
@@ -57,4 +49,18 @@ pub async fn run(cluster: &Cluster, command: AdminCommand, json: bool) -> anyhow
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Sends one configuration change (admins), tried once.
+pub async fn send(cluster: &Cluster, change: &AdminChange) -> anyhow::Result<()> {
+    let request = AdminRequest {
+        change_json: records::encode("admin change", change)?,
+    };
+    cluster
+        .call(Retry::Once, |mut c| {
+            let request = request.clone();
+            async move { c.admin(request).await }
+        })
+        .await?;
+    Ok(())
 }

@@ -49,22 +49,7 @@ pub async fn run(cluster: &Cluster, args: &NodesArgs, json: bool) -> anyhow::Res
         },
         nodes: args.nodes.clone().unwrap_or_default(),
     };
-    let reply = cluster
-        .call(Retry::Idempotent, |mut c| {
-            let request = request.clone();
-            async move { c.list_nodes(request).await }
-        })
-        .await?;
-    let nodes = reply
-        .nodes_json
-        .iter()
-        .map(|n| records::decode::<Node>("node", n))
-        .collect::<Result<Vec<_>, _>>()?;
-    let partitions = reply
-        .partitions_json
-        .iter()
-        .map(|p| records::decode::<Partition>("partition", p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (nodes, partitions) = fetch(cluster, request).await?;
     if json {
         super::print_json(&serde_json::json!({ "nodes": nodes, "partitions": partitions }))?;
         return Ok(ExitCode::SUCCESS);
@@ -147,6 +132,30 @@ fn user_ids(nodes: &[Node]) -> UserIds {
             Some((name.to_string(), user.uid.as_raw()))
         })
         .collect()
+}
+
+/// The nodes and partitions `request` asks for.
+pub async fn fetch(
+    cluster: &Cluster,
+    request: ListNodesRequest,
+) -> anyhow::Result<(Vec<Node>, Vec<Partition>)> {
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| {
+            let request = request.clone();
+            async move { c.list_nodes(request).await }
+        })
+        .await?;
+    let nodes = reply
+        .nodes_json
+        .iter()
+        .map(|n| records::decode::<Node>("node", n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let partitions = reply
+        .partitions_json
+        .iter()
+        .map(|p| records::decode::<Partition>("partition", p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((nodes, partitions))
 }
 
 /// Drains, resumes or downs nodes or a GPU.

@@ -437,6 +437,36 @@ pub fn wait_until(patience: Duration, what: &str, condition: impl Fn() -> bool) 
     }
 }
 
+/// Runs the Slurm command `name` through the link `corral local up` put in
+/// the cluster's `bin/`, as `principal`, the cluster given through CORRAL_*
+/// variables as a login shell that sourced the cluster's env file would, and
+/// no SQUEUE_/SINFO_/SACCT_ format variables from the test's own environment.
+pub fn slurm_link(cluster: &LocalCluster, name: &str, principal: &str, args: &[&str]) -> Output {
+    let dir = cluster.dir.path();
+    let certs = dir.join("certs");
+    let mut command = Command::new(dir.join("bin").join(name));
+    for variable in [
+        "CORRAL_CONFIG",
+        "SQUEUE_FORMAT",
+        "SQUEUE_FORMAT2",
+        "SQUEUE_SORT",
+        "SINFO_FORMAT",
+        "SACCT_FORMAT",
+    ] {
+        command.env_remove(variable);
+    }
+    command
+        .args(args)
+        .env("HOME", dir)
+        .env("CORRAL_CLUSTER", cluster.addresses.join(","))
+        .env("CORRAL_CA", certs.join("ca.pem"))
+        .env("CORRAL_CERT", certs.join(format!("{principal}.pem")))
+        .env("CORRAL_KEY", certs.join(format!("{principal}.key")))
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 /// Writes a batch script into `dir` and returns its path.
 pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);

@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use corral_proto::api::{AdminRequest, Empty};
+use corral_proto::api::Empty;
 use corral_proto::records;
 use corral_state::account::{Account, User};
 use corral_state::qos::Qos;
@@ -128,16 +128,8 @@ async fn commit(
         println!(" Changes Discarded");
         return Ok(ExitCode::SUCCESS);
     }
-    for change in planned.changes {
-        let request = AdminRequest {
-            change_json: records::encode("admin change", &change)?,
-        };
-        cluster
-            .call(Retry::Once, |mut c| {
-                let request = request.clone();
-                async move { c.admin(request).await }
-            })
-            .await?;
+    for change in &planned.changes {
+        super::admin::send(cluster, change).await?;
     }
     Ok(ExitCode::SUCCESS)
 }

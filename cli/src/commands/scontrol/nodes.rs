@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use corral_proto::api::corral_client::CorralClient;
 use corral_proto::api::{ClusterStatusReply, Empty, ListNodesRequest};
-use corral_proto::records;
 use corral_state::node::Node;
 use corral_state::partition::Partition;
 use corral_state::slurm::hostlist;
@@ -17,22 +16,7 @@ use crate::format::show_node::{show_node, show_partition};
 
 /// Every node and partition.
 async fn everything(cluster: &Cluster) -> anyhow::Result<(Vec<Node>, Vec<Partition>)> {
-    let reply = cluster
-        .call(Retry::Idempotent, |mut c| async move {
-            c.list_nodes(ListNodesRequest::default()).await
-        })
-        .await?;
-    let nodes = reply
-        .nodes_json
-        .iter()
-        .map(|n| records::decode::<Node>("node", n))
-        .collect::<Result<Vec<_>, _>>()?;
-    let partitions = reply
-        .partitions_json
-        .iter()
-        .map(|p| records::decode::<Partition>("partition", p))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((nodes, partitions))
+    super::super::nodes::fetch(cluster, ListNodesRequest::default()).await
 }
 
 /// `show node [NAME]`: exit 1 with `Node NAME not found` for an unknown one.
