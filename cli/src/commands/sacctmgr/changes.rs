@@ -473,7 +473,7 @@ mod tests {
         assert!(
             plan(&request("add account x Bogus=1"), &now)
                 .unwrap_err()
-                .contains("Bogus")
+                .contains("Unknown option: bogus")
         );
         assert!(
             plan(&request("modify qos q"), &now)
