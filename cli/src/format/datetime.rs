@@ -116,6 +116,22 @@ fn civil_from_days(days: u64) -> (u64, u32, u32) {
     (year, small(month), small(day))
 }
 
+/// `at` as C's `ctime` prints it (in UTC), without the newline: `Thu Nov 26
+/// 11:27:53 2026`, the date line squeue and sinfo print above `--long`.
+pub fn ctime(at: Timestamp) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let c = civil_from_timestamp(at);
+    let weekday = DAYS[(at.as_secs() / 86_400 % 7) as usize];
+    let month = MONTHS[(c.month as usize).saturating_sub(1) % 12];
+    format!(
+        "{weekday} {month} {:>2} {:02}:{:02}:{:02} {}",
+        c.day, c.hour, c.minute, c.second, c.year
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +183,15 @@ mod tests {
         assert_eq!(
             timestamp_from_civil(civil(2026, 11, 21, 8, 0, 0)),
             Some(Timestamp::from_secs(1_795_248_000))
+        );
+    }
+
+    #[test]
+    fn ctime_pads_the_day() {
+        assert_eq!(ctime(Timestamp::from_secs(0)), "Thu Jan  1 00:00:00 1970");
+        assert_eq!(
+            ctime(Timestamp::from_secs(1_795_252_600)),
+            "Sat Nov 21 09:16:40 2026"
         );
     }
 }

@@ -23,7 +23,7 @@ use corral_state::node::Node;
 use corral_state::partition::Partition;
 use corral_state::slurm::hostlist;
 
-use super::datetime::civil_from_timestamp;
+use super::datetime::ctime;
 use super::format_spec::{Format, Piece, parse_letters, parse_names, render_line};
 use super::node_list::{Grouping, lines};
 use super::node_state::StateFilter;
@@ -287,21 +287,6 @@ fn columns(
         pieces,
         unknown: format.unknown,
     }
-}
-
-/// `now` as C's `ctime` prints it (in UTC): `Thu Nov 26 11:27:53 2026`.
-fn ctime(now: Timestamp) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let c = civil_from_timestamp(now);
-    let weekday = DAYS[(now.as_secs() / 86_400 % 7) as usize];
-    let month = MONTHS[(c.month as usize).saturating_sub(1) % 12];
-    format!(
-        "{weekday} {month} {:>2} {:02}:{:02}:{:02} {}",
-        c.day, c.hour, c.minute, c.second, c.year
-    )
 }
 
 #[cfg(test)]
@@ -594,11 +579,5 @@ up|ib|64|0|N/A|ib|all|NO|1-00:00:00|524288|n3|n3|1|no|1-infinite|drain|root|test
             ..options()
         });
         assert_eq!(out, "NODES\n4\n");
-    }
-
-    #[test]
-    fn ctime_pads_the_day() {
-        assert_eq!(ctime(Timestamp::from_secs(0)), "Thu Jan  1 00:00:00 1970");
-        assert_eq!(ctime(t(4600)), "Sat Nov 21 09:16:40 2026");
     }
 }

@@ -4,9 +4,8 @@
 //! columns `-o`/`-O` ask for: fields cut or padded to their widths, literal
 //! text between them as written.
 
-use corral_state::Timestamp;
 
-use super::datetime::civil_from_timestamp;
+use super::datetime::ctime;
 use super::format_spec::{Format, parse_letters, render_line};
 use super::queue_fields::{QueueContext, QueueField, QueueRow, value};
 
@@ -48,7 +47,8 @@ pub fn queue_table(rows: &[QueueRow<'_>], ctx: &QueueContext, opts: &QueueOption
     let mut out = String::new();
     if !opts.noheader {
         if opts.date_line {
-            out.push_str(&date_line(ctx.now));
+            out.push_str(&ctime(ctx.now));
+            out.push('\n');
         }
         out.push_str(&render_line(&opts.format, |f| f.header().to_string()));
     }
@@ -56,21 +56,6 @@ pub fn queue_table(rows: &[QueueRow<'_>], ctx: &QueueContext, opts: &QueueOption
         out.push_str(&render_line(&opts.format, |f| value(*f, row, ctx)));
     }
     out
-}
-
-/// `Thu Nov 26 11:24:24 2026`, as `--long` prints above its header (UTC).
-fn date_line(at: Timestamp) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let c = civil_from_timestamp(at);
-    let weekday = DAYS[((at.as_ms() / 86_400_000) % 7) as usize];
-    let month = MONTHS[(c.month as usize).saturating_sub(1) % 12];
-    format!(
-        "{weekday} {month} {:>2} {:02}:{:02}:{:02} {}\n",
-        c.day, c.hour, c.minute, c.second, c.year
-    )
 }
 
 #[cfg(test)]
