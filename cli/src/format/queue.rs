@@ -4,7 +4,6 @@
 //! columns `-o`/`-O` ask for: fields cut or padded to their widths, literal
 //! text between them as written.
 
-
 use super::datetime::ctime;
 use super::format_spec::{Format, parse_letters, render_line};
 use super::queue_fields::{QueueContext, QueueField, QueueRow, value};
