@@ -253,7 +253,7 @@ async fn print_once(
             listed.estimate = estimates.get(&listed.job.id.0).cloned();
         }
     }
-    jobs.retain(|listed| keep(&listed.job, args, plan, nodes.as_deref(), listed));
+    jobs.retain(|listed| keep(listed, args, plan, nodes.as_deref()));
     if json {
         let jobs: Vec<&Job> = jobs.iter().map(|l| &l.job).collect();
         super::print_json(&jobs)?;
@@ -270,7 +270,8 @@ async fn print_once(
 }
 
 /// Client-side filters: array tasks named `N_T`, QOS, names, nodes.
-fn keep(job: &Job, args: &QueueArgs, plan: &Plan, nodes: Option<&[String]>, l: &ListedJob) -> bool {
+fn keep(listed: &ListedJob, args: &QueueArgs, plan: &Plan, nodes: Option<&[String]>) -> bool {
+    let job = &listed.job;
     // `-j 7,8_1`: every task of array 7 (or job 7), and task 1 of array 8.
     let named_alone =
         |id: u64| plan.job_ids.contains(&id) && !plan.tasks.iter().any(|(array, _)| *array == id);
@@ -295,7 +296,11 @@ fn keep(job: &Job, args: &QueueArgs, plan: &Plan, nodes: Option<&[String]>, l: &
             .current_attempt()
             .filter(|_| job.state != corral_state::job::JobState::Pending)
             .is_some_and(|a| a.allocation.iter().any(|n| on(&n.node)));
-        running || l.estimate.as_ref().is_some_and(|e| e.nodes.iter().any(on))
+        running
+            || listed
+                .estimate
+                .as_ref()
+                .is_some_and(|e| e.nodes.iter().any(on))
     });
     task_ok && qos_ok && name_ok && nodes_ok
 }

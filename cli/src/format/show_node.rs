@@ -12,7 +12,7 @@ use corral_state::slurm::memory::format_memory_mb;
 
 use super::datetime::format_timestamp;
 use super::node_state::slurm_state;
-use super::sinfo_fields::{gres, reason_of};
+use super::sinfo_fields::{features, gres, reason_of};
 
 /// One node's record.
 pub fn show_node(node: &Node, partitions: &[Partition]) -> String {
@@ -24,11 +24,7 @@ pub fn show_node(node: &Node, partitions: &[Partition]) -> String {
         .iter()
         .filter(|g| g.allocated_to.is_some())
         .count();
-    let features = if node.features.is_empty() {
-        "(null)".to_string()
-    } else {
-        node.features.iter().cloned().collect::<Vec<_>>().join(",")
-    };
+    let features = features(node);
     let in_partitions: Vec<&str> = partitions
         .iter()
         .filter(|p| p.nodes.contains(&node.name))

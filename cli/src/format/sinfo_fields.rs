@@ -516,7 +516,7 @@ fn names(line: &Line) -> String {
 }
 
 /// Features, comma-separated; `(null)` for none.
-fn features(node: &Node) -> String {
+pub fn features(node: &Node) -> String {
     if node.features.is_empty() {
         "(null)".into()
     } else {

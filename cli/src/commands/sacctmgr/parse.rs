@@ -5,8 +5,6 @@
 //! `set` switching between conditions and settings, `KEY=VALUE` pairs
 //! (keys case-insensitive, values kept), and `format=...`.
 
-use std::fmt;
-
 use crate::format::print_fields::Layout;
 
 /// What to do.
@@ -58,18 +56,6 @@ pub struct Request {
     pub layout: Layout,
 }
 
-/// A command line sacctmgr cannot make sense of.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
 /// What `sacctmgr --help` prints.
 pub const USAGE: &str = "\
 sacctmgr (corral): accounts, users and QOS.
@@ -88,8 +74,9 @@ Options: -i/--immediate (no question before committing), -n/--noheader,
 Changes need an admin certificate; show is open to every user.
 ";
 
-/// Parses the arguments after `sacctmgr`.
-pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
+/// Parses the arguments after `sacctmgr`; `None` for `--help`, `Err` for a
+/// line it cannot make sense of, saying what to write instead.
+pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
     let (mut immediate, mut noheader, mut layout) = (false, false, Layout::Columns);
     let mut words: Vec<&str> = Vec::new();
     for arg in args {
@@ -111,15 +98,15 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
             "-h" | "--help" | "help" => return Ok(None),
             "-Q" | "--quiet" | "-v" | "--verbose" => {}
             option if option.starts_with('-') && option.len() > 1 => {
-                return Err(UsageError(format!("unrecognized option '{option}'")));
+                return Err(format!("unrecognized option '{option}'"));
             }
             word => words.push(word),
         }
     }
     let [verb, entity, rest @ ..] = words.as_slice() else {
-        return Err(UsageError(
+        return Err(
             "give a command, e.g. sacctmgr show account (sacctmgr --help lists them)".into(),
-        ));
+        );
     };
     let verb = match verb.to_ascii_lowercase().as_str() {
         "add" | "create" => Verb::Add,
@@ -127,9 +114,9 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
         "delete" | "remove" => Verb::Delete,
         "show" | "list" => Verb::Show,
         other => {
-            return Err(UsageError(format!(
+            return Err(format!(
                 "'{other}' is not a command corral's sacctmgr supports; use add, modify, delete or show"
-            )));
+            ));
         }
     };
     let entity = match entity.to_ascii_lowercase().as_str() {
@@ -138,15 +125,15 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
         "qos" => Entity::Qos,
         "association" | "associations" | "assoc" => Entity::Association,
         other => {
-            return Err(UsageError(format!(
+            return Err(format!(
                 "'{other}' is not an entity corral's sacctmgr manages; use account, user, qos or association"
-            )));
+            ));
         }
     };
     if entity == Entity::Association && verb != Verb::Show {
-        return Err(UsageError(
+        return Err(
             "associations follow from users' accounts: add or modify the user instead".into(),
-        ));
+        );
     }
     let mut request = Request {
         verb,
@@ -197,7 +184,7 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
         }
     }
     if matches!(verb, Verb::Add | Verb::Modify | Verb::Delete) && request.names.is_empty() {
-        return Err(UsageError(format!(
+        return Err(format!(
             "{} which {}? give its name",
             match verb {
                 Verb::Add => "add",
@@ -209,7 +196,7 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
                 Entity::User => "user",
                 _ => "QOS",
             }
-        )));
+        ));
     }
     Ok(Some(request))
 }
@@ -218,7 +205,7 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, UsageError> {
 mod tests {
     use super::*;
 
-    fn parse_line(line: &str) -> Result<Option<Request>, UsageError> {
+    fn parse_line(line: &str) -> Result<Option<Request>, String> {
         let args: Vec<String> = line.split_whitespace().map(String::from).collect();
         parse(&args)
     }
@@ -259,21 +246,19 @@ mod tests {
     #[test]
     fn bad_lines_say_what_to_do() {
         assert!(parse_line("--help").unwrap().is_none());
-        assert!(parse_line("show").unwrap_err().0.contains("give a command"));
-        assert!(parse_line("dump cluster").unwrap_err().0.contains("'dump'"));
-        assert!(parse_line("show wckey").unwrap_err().0.contains("'wckey'"));
+        assert!(parse_line("show").unwrap_err().contains("give a command"));
+        assert!(parse_line("dump cluster").unwrap_err().contains("'dump'"));
+        assert!(parse_line("show wckey").unwrap_err().contains("'wckey'"));
         assert!(
             parse_line("add account")
                 .unwrap_err()
-                .0
                 .contains("add which account")
         );
         assert!(
             parse_line("add assoc x")
                 .unwrap_err()
-                .0
                 .contains("associations")
         );
-        assert!(parse_line("-x show qos").unwrap_err().0.contains("'-x'"));
+        assert!(parse_line("-x show qos").unwrap_err().contains("'-x'"));
     }
 }
