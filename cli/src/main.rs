@@ -9,6 +9,7 @@ mod commands;
 mod connection;
 mod exit;
 mod format;
+mod job_selection;
 mod slurm_shims;
 mod srun_args;
 mod when;

@@ -19,6 +19,7 @@ use crate::format::acct::{
 use crate::format::acct_fields::{AcctContext, field_names};
 use crate::format::print_fields::Layout;
 use crate::format::usage_table;
+use crate::job_selection::JobSelection;
 use crate::when;
 
 /// sacct's state codes and names; corral's states are the ones it can enter.
@@ -71,37 +72,26 @@ pub async fn run(cluster: &Cluster, args: &AcctArgs, json: bool) -> anyhow::Resu
         Ok(states) => states,
         Err(message) => return refuse(message),
     };
-    let (mut job_ids, mut tasks) = (Vec::new(), Vec::new());
-    for id in &args.jobs {
-        let id = id.trim().trim_end_matches(".batch");
-        let parsed = match id.split_once('_') {
-            Some((array, task)) => {
-                array
-                    .parse::<u64>()
-                    .ok()
-                    .zip(task.parse::<u32>().ok())
-                    .map(|(a, t)| {
-                        tasks.push((a, t));
-                        a
-                    })
-            }
-            None => id.parse::<u64>().ok(),
-        };
-        match parsed {
-            Some(job) => job_ids.push(job),
-            None => return refuse(format!("Invalid job id: {id}")),
-        }
-    }
+    let selection = match JobSelection::parse(&args.jobs) {
+        Ok(selection) => selection,
+        Err(id) => return refuse(format!("Invalid job id: {id}")),
+    };
+    let job_ids = selection.ids.clone();
     let now = when::now_ms();
     let parse = |text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref().map(|t| when::parse(t, now)).transpose()
     };
     // sacct's default window (`corral acct`'s is every job): since midnight
     // (UTC) up to now; with -j, every job; with -s, the instant `now` (jobs
-    // in those states now), or from -S to -S when only -S is given.
+    // in those states now), or from -S to -S when only -S is given; with -j
+    // and -s, from the epoch to -S, or to now without -S.
     let start = parse(&args.start)?;
     let (start_ms, end_ms) = if !args.sacct {
         (start.unwrap_or(0), parse(&args.end)?.unwrap_or(0))
+    } else if !states.is_empty() && !job_ids.is_empty() {
+        // 22.05: -S from the epoch, -E at -S when -S is given, else now.
+        let end = parse(&args.end)?.or(start).unwrap_or(0);
+        (start.unwrap_or(0), end)
     } else if !states.is_empty() {
         let start_ms = start.unwrap_or(now);
         (start_ms, parse(&args.end)?.unwrap_or(start_ms))
@@ -141,13 +131,7 @@ pub async fn run(cluster: &Cluster, args: &AcctArgs, json: bool) -> anyhow::Resu
         (args.partitions.is_empty() || args.partitions.contains(&job.partition))
             && (args.names.is_empty() || args.names.contains(&job.spec.name))
             && (states.is_empty() || in_state_within(job, &states, start_ms, end_ms, now))
-            && (tasks.is_empty()
-                || job.array.is_none_or(|a| {
-                    tasks
-                        .iter()
-                        .any(|(array, task)| a.array_job_id.0 == *array && a.task_id == *task)
-                        || !tasks.iter().any(|(array, _)| a.array_job_id.0 == *array)
-                }))
+            && selection.keeps(job)
     });
     if json {
         let usage: Vec<serde_json::Value> = usage

@@ -19,6 +19,7 @@ use crate::format::format_spec::{Format, parse_names};
 use crate::format::queue::{LONG_FORMAT, START_FORMAT, letters, queue_table};
 use crate::format::queue_fields::{QueueContext, QueueField, StartEstimate};
 use crate::format::queue_rows::{ListedJob, parse_sort, rows, sort};
+use crate::job_selection::JobSelection;
 
 /// squeue's job states (names and codes); those corral never enters match no job.
 const SLURM_STATES: [(&str, &str); 24] = [
@@ -105,26 +106,15 @@ pub async fn run(cluster: &Cluster, args: &QueueArgs, json: bool) -> anyhow::Res
 /// The command line, checked: what to ask for and how to print it.
 struct Plan {
     states: StateFilter,
-    job_ids: Vec<u64>,
-    tasks: Vec<(u64, u32)>,
+    jobs: JobSelection,
     options: QueueOptions,
     sort: Vec<crate::format::queue_rows::SortKey>,
 }
 
 fn plan(args: &QueueArgs) -> Result<Plan, Refusal> {
     let states = state_filter(&args.states)?;
-    let (mut job_ids, mut tasks) = (Vec::new(), Vec::new());
-    for id in args.jobs.iter().flat_map(|j| j.split(',')) {
-        let invalid = || Refusal(vec![format!("Invalid job id: {id}")]);
-        match id.split_once('_') {
-            Some((array, task)) => {
-                let array: u64 = array.parse().map_err(|_| invalid())?;
-                tasks.push((array, task.parse().map_err(|_| invalid())?));
-                job_ids.push(array);
-            }
-            None => job_ids.push(id.trim().parse().map_err(|_| invalid())?),
-        }
-    }
+    let jobs = JobSelection::parse(&args.jobs)
+        .map_err(|id| Refusal(vec![format!("Invalid job id: {id}")]))?;
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let format = if let Some(names) = &args.format_names {
         parse_names(names, 20, QueueField::from_name)
@@ -153,8 +143,7 @@ fn plan(args: &QueueArgs) -> Result<Plan, Refusal> {
     let date_line = args.long || args.iterate.is_some();
     Ok(Plan {
         states,
-        job_ids,
-        tasks,
+        jobs,
         options: QueueOptions {
             format,
             noheader: args.noheader,
@@ -233,7 +222,7 @@ async fn print_once(
         partitions: args.partitions.clone(),
         accounts: args.accounts.clone(),
         states,
-        job_ids: plan.job_ids.clone(),
+        job_ids: plan.jobs.ids.clone(),
         all,
         ..ListJobsRequest::default()
     };
@@ -263,7 +252,7 @@ async fn print_once(
         now: Timestamp(as_of_ms),
         group_names: group_names(),
     };
-    let mut rows = rows(&jobs, !args.array && plan.tasks.is_empty());
+    let mut rows = rows(&jobs, !args.array && plan.jobs.tasks.is_empty());
     sort(&mut rows, &plan.sort, &ctx);
     print!("{}", queue_table(&rows, &ctx, &plan.options));
     Ok(Ok(()))
@@ -272,18 +261,7 @@ async fn print_once(
 /// Client-side filters: array tasks named `N_T`, QOS, names, nodes.
 fn keep(listed: &ListedJob, args: &QueueArgs, plan: &Plan, nodes: Option<&[String]>) -> bool {
     let job = &listed.job;
-    // `-j 7,8_1`: every task of array 7 (or job 7), and task 1 of array 8.
-    let named_alone =
-        |id: u64| plan.job_ids.contains(&id) && !plan.tasks.iter().any(|(array, _)| *array == id);
-    let task_ok = plan.tasks.is_empty()
-        || named_alone(job.id.0)
-        || job.array.is_some_and(|a| {
-            named_alone(a.array_job_id.0)
-                || plan
-                    .tasks
-                    .iter()
-                    .any(|(array, task)| a.array_job_id.0 == *array && a.task_id == *task)
-        });
+    let task_ok = plan.jobs.keeps(job);
     let qos_ok = args.qos.is_empty()
         || job
             .qos
