@@ -105,7 +105,7 @@ pub enum Command {
     },
     /// Report a checkpoint of the current job (from inside it).
     Checkpoint(CheckpointArgs),
-    /// Run a command on the job's nodes, one task per node by default (like srun; inside a job).
+    /// Run a command on a job's nodes (like srun): inside a job a step; with --jobid a step in that job; elsewhere an allocation for it.
     Srun(Box<SrunArgs>),
     /// Configuration changes (admins).
     Admin {
@@ -143,7 +143,20 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr (and srun) links to this binary in DIR.
+    /// Slurm's salloc (reached through a link named `salloc`): an allocation,
+    /// then a command (default: your shell) here with its SLURM_* variables;
+    /// `corral salloc -- [sbatch options] [COMMAND [ARGS...]]`.
+    #[command(hide = true, disable_help_flag = true)]
+    Salloc {
+        /// salloc's own arguments: sbatch's allocation options, then the command.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// The batch script of a job that srun or salloc created on a login node:
+    /// waits until that command releases the allocation, and exits with its status.
+    #[command(hide = true)]
+    AllocationHold,
+    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr, salloc (and srun) links to this binary in DIR.
     Shims {
         /// Where to put the links (e.g. ~/bin).
         dir: PathBuf,

@@ -168,6 +168,11 @@ impl Cluster {
         })
     }
 
+    /// This client's certificate and the cluster CA (for QUIC to agents).
+    pub fn tls(&self) -> &TlsMaterial {
+        &self.tls
+    }
+
     /// Calls `f` on a controller, following the leader and skipping controllers
     /// that cannot be reached, until it answers or the patience runs out.
     pub async fn call<T, F, Fut>(&self, retry: Retry, mut f: F) -> anyhow::Result<T>

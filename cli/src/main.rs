@@ -44,14 +44,24 @@ fn quiet_on_broken_pipe() {
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
-    let argv = match slurm_shims::rewrite(std::env::args_os().collect()) {
+    let original: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let argv = match slurm_shims::rewrite(original.clone()) {
         Ok(argv) => argv,
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::from(exit::USAGE);
         }
     };
-    let cli = Cli::parse_from(argv);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(error) => match slurm_shims::unrecognized_option(&original, &error) {
+            Some((text, status)) => {
+                eprintln!("{text}");
+                return ExitCode::from(status);
+            }
+            None => error.exit(),
+        },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,17 +1,18 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
-//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr` or `srun`, corral
+//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr`, `salloc` or `srun`, corral
 //! behaves as that command for its common options, by rewriting the command
 //! line into the matching subcommand (`sinfo` and `sacct` with a hidden flag
 //! that asks for Slurm's own default columns, `sbatch` with one that asks for
-//! its refusals in sbatch's words). `scontrol`'s and `sacctmgr`'s
-//! arguments follow a `--`, so they reach their own parsers untouched.
+//! its refusals in sbatch's words). `scontrol`'s, `sacctmgr`'s and
+//! `salloc`'s arguments follow a `--`, so they reach their own parsers
+//! untouched.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The names `corral shims` links.
-pub const SHIM_NAMES: [&str; 8] = [
-    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "srun",
+pub const SHIM_NAMES: [&str; 9] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "salloc", "srun",
 ];
 
 /// The command line as corral reads it: unchanged when invoked as `corral`,
@@ -34,6 +35,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "sacct" => &["acct", "--sacct"],
         "scontrol" => &["scontrol", "--"],
         "sacctmgr" => &["sacctmgr", "--"],
+        "salloc" => &["salloc", "--"],
         "srun" => &["srun"],
         _ => return Ok(args),
     };
@@ -43,12 +45,58 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     Ok(rewritten)
 }
 
+/// What srun prints for an option it does not know, and its exit status
+/// (getopt's words, 255), when `original` (the command line as invoked) is the
+/// `srun` link and clap refused an argument: scripts that probe for a plugin
+/// (`srun --container-image=...`) take their fallback on it.
+pub fn unrecognized_option(original: &[OsString], error: &clap::Error) -> Option<(String, u8)> {
+    let program = Path::new(original.first()?).file_name()?.to_str()?;
+    if program != "srun" || error.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let invalid = match error.get(clap::error::ContextKind::InvalidArg)? {
+        clap::error::ContextValue::String(arg) => arg.clone(),
+        _ => return None,
+    };
+    // getopt names the whole argument, value included.
+    let token = original
+        .iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| *a == invalid || a.starts_with(&format!("{invalid}=")))
+        .unwrap_or(&invalid)
+        .to_string();
+    Some((
+        format!("srun: unrecognized option '{token}'\nTry \"srun --help\" for more information"),
+        255,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn srun_answers_an_unknown_option_in_getopts_words() {
+        use clap::Parser;
+        let original = os(&["/usr/bin/srun", "--container-image=nvcr.io/x", "true"]);
+        let error = crate::args::Cli::try_parse_from(rewrite(original.clone()).unwrap())
+            .expect_err("unknown option");
+        assert_eq!(
+            unrecognized_option(&original, &error),
+            Some((
+                "srun: unrecognized option '--container-image=nvcr.io/x'\nTry \"srun --help\" for more information".to_string(),
+                255
+            ))
+        );
+        // Not through the link: clap's own message.
+        let corral = os(&["corral", "srun", "--container-image=x", "true"]);
+        let error = crate::args::Cli::try_parse_from(corral.clone()).expect_err("unknown option");
+        assert_eq!(unrecognized_option(&corral, &error), None);
     }
 
     #[test]

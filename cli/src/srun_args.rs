@@ -1,10 +1,11 @@
-//! `srun`'s command line inside a job: the step's shape, how its output is
-//! shown, and Slurm's other options, each either honoured, accepted with a
-//! warning where ignoring it is safe, or refused with what to do instead.
+//! `srun`'s command line: the step's shape, how its output is shown, the
+//! allocation it creates when it runs outside a job, and Slurm's other
+//! options, each either honoured, accepted with a warning where ignoring it is
+//! safe, or refused with what to do instead.
 
 use clap::Args;
 
-/// `srun` inside a job.
+/// `srun`: inside a job, a step; outside, an allocation and its step.
 #[derive(Debug, Args)]
 pub struct SrunArgs {
     /// Nodes of the allocation to run on, its first N (default: all; or $SLURM_NNODES).
@@ -55,15 +56,68 @@ pub struct SrunArgs {
     /// the environment (torchrun, mpirun with SLURM_* variables) work.
     #[arg(long, value_name = "TYPE")]
     pub mpi: Option<String>,
-    /// The job to run in (default: $SLURM_JOB_ID).
+    /// The job to run in (default: $SLURM_JOB_ID; with neither, srun creates
+    /// an allocation for the step and ends it with the step).
     #[arg(long, value_name = "ID")]
     pub jobid: Option<u64>,
     /// Options accepted for compatibility; see [`SrunArgs::ignored`].
     #[command(flatten)]
     pub accepted: AcceptedOptions,
+    /// What a new allocation asks for (outside a job).
+    #[command(flatten)]
+    pub allocation: AllocationOptions,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// Options that shape the allocation `srun` creates when it runs outside a
+/// job (inside one they change nothing, and say so).
+#[derive(Debug, Args)]
+pub struct AllocationOptions {
+    /// Partition (outside a job).
+    #[arg(short = 'p', long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// Account to charge (outside a job).
+    #[arg(short = 'A', long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// Quality of service (outside a job).
+    #[arg(short = 'q', long, value_name = "NAME")]
+    pub qos: Option<String>,
+    /// Required node features (outside a job).
+    #[arg(short = 'C', long, value_name = "LIST")]
+    pub constraint: Option<String>,
+    /// Run in this reservation (outside a job).
+    #[arg(long, value_name = "NAME")]
+    pub reservation: Option<String>,
+    /// Nodes to avoid (outside a job).
+    #[arg(short = 'x', long, value_name = "HOSTLIST")]
+    pub exclude: Option<String>,
+    /// GPUs on each node (outside a job).
+    #[arg(long, value_name = "[TYPE:]N")]
+    pub gpus_per_node: Option<String>,
+    /// Memory per CPU (outside a job).
+    #[arg(long, value_name = "SIZE")]
+    pub mem_per_cpu: Option<String>,
+    /// Memory per GPU (outside a job).
+    #[arg(long, value_name = "SIZE")]
+    pub mem_per_gpu: Option<String>,
+    /// Start after these jobs (outside a job).
+    #[arg(short = 'd', long, value_name = "LIST")]
+    pub dependency: Option<String>,
+    /// A comment on the job (outside a job).
+    #[arg(long, value_name = "TEXT")]
+    pub comment: Option<String>,
+    /// Say when and where the job would start, and submit nothing (outside a job).
+    #[arg(long)]
+    pub test_only: bool,
+    /// Print errors only, not the allocation's progress.
+    #[arg(short = 'Q', long)]
+    pub quiet: bool,
+    /// A pseudo-terminal for task 0: not supported (use salloc, which gives a
+    /// shell on this host inside the allocation).
+    #[arg(long)]
+    pub pty: bool,
 }
 
 /// Options corral's steps do not act on, accepted so that scripts run: tasks
@@ -110,8 +164,61 @@ pub struct AcceptedOptions {
 }
 
 impl SrunArgs {
-    /// Warnings for the options that were given and change nothing.
-    pub fn ignored(&self) -> Vec<String> {
+    /// The allocation this command line asks for when `srun` runs outside a
+    /// job, in sbatch's words; Slurm's srun allocates with the same options.
+    pub fn allocation_options(&self) -> Vec<String> {
+        let (a, b) = (&self.allocation, &self.accepted);
+        let mut options = Vec::new();
+        let mut add = |option: &str, value: Option<String>| {
+            if let Some(value) = value {
+                options.push(format!("--{option}={value}"));
+            }
+        };
+        add("nodes", self.nodes.map(|n| n.to_string()));
+        add("ntasks", self.ntasks.map(|n| n.to_string()));
+        add(
+            "ntasks-per-node",
+            self.ntasks_per_node.map(|n| n.to_string()),
+        );
+        add("cpus-per-task", self.cpus_per_task.map(|n| n.to_string()));
+        add("nodelist", self.nodelist.clone());
+        add("chdir", self.chdir.clone());
+        add("partition", a.partition.clone());
+        add("account", a.account.clone());
+        add("qos", a.qos.clone());
+        add("constraint", a.constraint.clone());
+        add("reservation", a.reservation.clone());
+        add("exclude", a.exclude.clone());
+        add("gpus-per-node", a.gpus_per_node.clone());
+        add("mem-per-cpu", a.mem_per_cpu.clone());
+        add("mem-per-gpu", a.mem_per_gpu.clone());
+        add("dependency", a.dependency.clone());
+        add("comment", a.comment.clone());
+        add("gres", b.gres.clone());
+        add("gpus", b.gpus.clone());
+        add("gpus-per-task", b.gpus_per_task.clone());
+        add("mem", b.mem.clone());
+        add("time", b.time.clone());
+        // Slurm names srun's job after the program it runs.
+        let name = b.job_name.clone().or_else(|| {
+            let program = self.command.first()?;
+            Some(program.rsplit('/').next().unwrap_or(program).to_string())
+        });
+        add("job-name", name);
+        if b.exclusive {
+            options.push("--exclusive".into());
+        }
+        if a.test_only {
+            options.push("--test-only".into());
+        }
+        // An interactive job is not requeued: its command is gone by then.
+        options.push("--no-requeue".into());
+        options
+    }
+
+    /// Warnings for the options that were given and change nothing: inside a
+    /// job (`in_job`), those that shape an allocation; anywhere, binding.
+    pub fn ignored(&self, in_job: bool) -> Vec<String> {
         let a = &self.accepted;
         let mut ignored = Vec::new();
         let mut note = |given: bool, option: &str, why: &str| {
@@ -119,10 +226,6 @@ impl SrunArgs {
                 ignored.push(format!("srun: warning: {option} is ignored: {why}"));
             }
         };
-        let gpus = "a step's tasks see all of the job's GPUs on their node";
-        note(a.gres.is_some(), "--gres", gpus);
-        note(a.gpus_per_task.is_some(), "--gpus-per-task", gpus);
-        note(a.gpus.is_some(), "--gpus", gpus);
         note(
             a.gpu_bind.is_some(),
             "--gpu-bind",
@@ -133,6 +236,31 @@ impl SrunArgs {
             "--cpu-bind",
             "corral does not bind tasks to CPUs",
         );
+        if !in_job {
+            return ignored;
+        }
+        let l = &self.allocation;
+        let allocation = "it shapes a new allocation, and this srun runs in an existing one";
+        for (given, option) in [
+            (l.partition.is_some(), "--partition"),
+            (l.account.is_some(), "--account"),
+            (l.qos.is_some(), "--qos"),
+            (l.constraint.is_some(), "--constraint"),
+            (l.reservation.is_some(), "--reservation"),
+            (l.exclude.is_some(), "--exclude"),
+            (l.gpus_per_node.is_some(), "--gpus-per-node"),
+            (l.mem_per_cpu.is_some(), "--mem-per-cpu"),
+            (l.mem_per_gpu.is_some(), "--mem-per-gpu"),
+            (l.dependency.is_some(), "--dependency"),
+            (l.comment.is_some(), "--comment"),
+            (l.test_only, "--test-only"),
+        ] {
+            note(given, option, allocation);
+        }
+        let gpus = "a step's tasks see all of the job's GPUs on their node";
+        note(a.gres.is_some(), "--gres", gpus);
+        note(a.gpus_per_task.is_some(), "--gpus-per-task", gpus);
+        note(a.gpus.is_some(), "--gpus", gpus);
         note(a.mem.is_some(), "--mem", "a step uses its job's memory");
         note(
             a.time.is_some(),
@@ -140,5 +268,70 @@ impl SrunArgs {
             "a step ends with its job's time limit",
         );
         ignored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn srun(line: &[&str]) -> super::SrunArgs {
+        let mut argv = vec!["corral", "srun"];
+        argv.extend(line);
+        match crate::args::Cli::try_parse_from(argv)
+            .expect("parses")
+            .command
+        {
+            crate::args::Command::Srun(args) => *args,
+            other => panic!("not srun: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn outside_a_job_the_options_become_the_allocations() {
+        let args = srun(&[
+            "-N2",
+            "--ntasks-per-node=8",
+            "--gres=gpu:8",
+            "-p",
+            "gpu",
+            "-t",
+            "1:00:00",
+            "--exclusive",
+            "python",
+            "train.py",
+        ]);
+        assert_eq!(
+            args.allocation_options(),
+            [
+                "--nodes=2",
+                "--ntasks-per-node=8",
+                "--partition=gpu",
+                "--gres=gpu:8",
+                "--time=1:00:00",
+                "--job-name=python",
+                "--exclusive",
+                "--no-requeue",
+            ]
+        );
+        assert!(args.ignored(false).is_empty());
+        // Inside a job they change nothing, and srun says so.
+        let warnings = args.ignored(true);
+        assert!(
+            warnings.iter().any(|w| w.contains("--partition")),
+            "{warnings:?}"
+        );
+        // A path's program names the job, unless -J does.
+        let named = srun(&["-J", "eval", "/opt/bin/python"]);
+        assert!(
+            named
+                .allocation_options()
+                .contains(&"--job-name=eval".into())
+        );
+        let path = srun(&["/opt/bin/python"]);
+        assert!(
+            path.allocation_options()
+                .contains(&"--job-name=python".into())
+        );
     }
 }

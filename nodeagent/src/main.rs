@@ -214,16 +214,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
             (None, None)
         }
     };
-    if let Some(endpoint) = &step_endpoint {
-        tokio::spawn(step::peer::serve(endpoint.clone(), supervisor.clone()));
+    let step_service = step::coordinator::StepService {
+        supervisor: supervisor.clone(),
+        endpoint: step_endpoint.clone(),
+        allocations: step::allocation::Allocations::default(),
+    };
+    if let Some(endpoint) = step_endpoint {
+        tokio::spawn(step::peer::serve(endpoint, step_service.clone()));
     }
     match step::coordinator::bind(&step_socket) {
         Ok(listener) => {
-            tokio::spawn(step::coordinator::serve(
-                listener,
-                supervisor.clone(),
-                step_endpoint,
-            ));
+            tokio::spawn(step::coordinator::serve(listener, step_service));
         }
         Err(e) => tracing::error!(
             "cannot serve srun on {}: {e}; srun will not work in jobs on this node (a shorter --state-dir helps if the path is long)",

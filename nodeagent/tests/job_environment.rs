@@ -488,3 +488,59 @@ fn output_files_follow_the_patterns() {
     assert_eq!(out, workdir.join("bad-%q.out"));
     assert_eq!(err, out);
 }
+
+#[test]
+fn salloc_gets_the_job_wide_variables_and_none_of_the_batch_hosts() {
+    let (state, id) = gang();
+    let job = state.job(id).unwrap();
+    let attempt = job.current_attempt().unwrap();
+    let base = base_env();
+    let salloc =
+        corral_agent::job::environment::allocation_environment(&context(job, attempt, "n1", &base));
+    let batch = batch(job, "n1", &base);
+    // What salloc sets, valued as the batch script sees it.
+    for name in [
+        "SLURM_JOB_ID",
+        "SLURM_JOBID",
+        "SLURM_JOB_NAME",
+        "SLURM_JOB_NODELIST",
+        "SLURM_NODELIST",
+        "SLURM_JOB_NUM_NODES",
+        "SLURM_NNODES",
+        "SLURM_JOB_CPUS_PER_NODE",
+        "SLURM_TASKS_PER_NODE",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_JOB_PARTITION",
+        "SLURM_CLUSTER_NAME",
+        "SLURM_SUBMIT_DIR",
+        "SLURM_NODE_ALIASES",
+        "CORRAL_ATTEMPT",
+    ] {
+        assert_eq!(salloc.get(name), batch.get(name), "{name}");
+        assert!(salloc.contains_key(name), "{name} missing");
+    }
+    // Nothing of the batch host's own, of the agent's, or of the job's
+    // exported environment (the command keeps its own).
+    for name in [
+        "SLURMD_NODENAME",
+        "SLURM_NODEID",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_CPUS_ON_NODE",
+        "SLURM_GTIDS",
+        "CUDA_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ENVIRONMENT",
+        "HOSTNAME",
+        "PATH",
+        "HOME",
+        "SLURM_JOB_UID",
+        "TMPDIR",
+    ] {
+        assert!(
+            !salloc.contains_key(name),
+            "{name} set to {:?}",
+            salloc.get(name)
+        );
+    }
+}

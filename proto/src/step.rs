@@ -3,6 +3,11 @@
 //! between that agent, which coordinates the step, and the agents of the
 //! step's other nodes (QUIC with mutual TLS, agent certificates both ends).
 //!
+//! `srun` and `salloc` on a login node reach the batch host's agent over the
+//! same QUIC channel with a user certificate: steps into a running job
+//! (`srun --jobid`), and the hold on an allocation they created, whose batch
+//! script only waits for them (`Attach`, `AwaitRelease`).
+//!
 //! Steps never pass through the controllers: a leader failover does not touch
 //! a running step or its output, as in Slurm, where `srun` talks to `slurmd`
 //! directly. Frames are the agent channel's ([`crate::agent::write_frame`]).
@@ -75,6 +80,27 @@ pub enum StepControl {
         step: u64,
         /// Where the checkpoint is.
         path: String,
+    },
+    /// `srun` or `salloc` on a login node, to the agent of the allocation's
+    /// batch host (first message only): it holds job `job`'s allocation,
+    /// which lasts until it sends [`StepControl::Release`] or goes away.
+    /// Answered `Attached`.
+    Attach {
+        /// The allocation's job.
+        job: JobId,
+    },
+    /// The allocation's command ended with this status (after `Attach`): the
+    /// job's holder exits with it, which ends the job.
+    Release(u8),
+    /// The holder of an allocation (`corral allocation-hold`, the batch script
+    /// of a job `srun` or `salloc` created) waits here, on the step socket,
+    /// until the login node's command releases it (first message only).
+    /// Answered `Released`.
+    AwaitRelease {
+        /// `SLURM_JOB_ID`.
+        job: JobId,
+        /// `CORRAL_ATTEMPT`.
+        attempt: AttemptNumber,
     },
 }
 
@@ -218,6 +244,18 @@ pub enum StepEvent {
     /// A checkpoint the node's agent holds and keeps reporting, which the
     /// cluster has not committed yet (to `corral checkpoint` only).
     Held(String),
+    /// The agent took the login node's hold on this attempt of the job (to
+    /// `Attach` only), with the job-wide variables `salloc` gives its command.
+    Attached {
+        /// The attempt held.
+        attempt: AttemptNumber,
+        /// `SLURM_JOB_ID`, `SLURM_JOB_NODELIST`, ... as the batch script has them.
+        environment: BTreeMap<String, String>,
+    },
+    /// The allocation is over: exit with this status (to the holder only).
+    /// The text, when there is one, says why it ended without its command's
+    /// status.
+    Released(u8, Option<String>),
 }
 
 #[cfg(test)]

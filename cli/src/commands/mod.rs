@@ -3,6 +3,7 @@
 
 mod acct;
 mod admin;
+mod allocation;
 mod cancel;
 mod certs;
 mod cluster;
@@ -12,6 +13,7 @@ pub mod local;
 mod nodes;
 mod queue;
 mod sacctmgr;
+mod salloc;
 mod scontrol;
 pub mod shims;
 mod signal;
@@ -58,7 +60,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Some(socket) => jobs::checkpoint_through_agent(&socket, &args).await,
             None => jobs::checkpoint(&connect()?, args).await,
         },
-        Command::Srun(args) => srun::run(*args).await,
+        Command::Srun(args) => srun::run(*args, connect).await,
+        Command::Salloc { args } => salloc::run(&args, connect).await,
+        Command::AllocationHold => allocation::holder::run().await,
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),

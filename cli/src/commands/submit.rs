@@ -32,40 +32,41 @@ pub async fn run(
 /// sbatch's exit status for a refused option.
 const SBATCH_OPTION_ERROR: u8 = 255;
 
-/// What sbatch (getopt, then its own checks) prints for a refused option, and
-/// its exit status: Slurm's first line, then corral's fuller explanation.
-fn sbatch_option_error(e: &corral_state::slurm::FormatError) -> (String, u8) {
+/// What sbatch or salloc (`program`: getopt, then its own checks) prints for
+/// a refused option, and its exit status: Slurm's first line, then corral's
+/// fuller explanation.
+pub fn option_error(program: &str, e: &corral_state::slurm::FormatError) -> (String, u8) {
     match e.format {
         "time limit" => {
             return (
-                format!("sbatch: error: Invalid --time specification\n{e}"),
+                format!("{program}: error: Invalid --time specification\n{e}"),
                 SBATCH_OPTION_ERROR,
             );
         }
         // sbatch finds a bad GRES only when it builds the request: status 1.
         "gres" => {
             return (
-                format!("sbatch: error: Invalid generic resource (gres) specification\n{e}"),
+                format!("{program}: error: Invalid generic resource (gres) specification\n{e}"),
                 1,
             );
         }
         _ => {}
     }
-    let try_help = "Try \"sbatch --help\" for more information";
+    let try_help = format!("Try \"{program} --help\" for more information");
     let text = if e.reason == "unknown option" {
-        format!("sbatch: unrecognized option '{}'\n{try_help}", e.token)
+        format!("{program}: unrecognized option '{}'\n{try_help}", e.token)
     } else if e.reason.ends_with("requires a value") {
         format!(
-            "sbatch: option '{}' requires an argument\n{try_help}",
+            "{program}: option '{}' requires an argument\n{try_help}",
             e.token
         )
     } else if e.reason.ends_with("takes no value") {
         let name = e.token.split('=').next().unwrap_or(&e.token);
-        format!("sbatch: option '{name}' doesn't allow an argument\n{try_help}")
+        format!("{program}: option '{name}' doesn't allow an argument\n{try_help}")
     } else if e.reason.contains("is ambiguous") {
-        format!("sbatch: {}\n{try_help}", e.reason)
+        format!("{program}: {}\n{try_help}", e.reason)
     } else {
-        format!("sbatch: error: {e}")
+        format!("{program}: error: {e}")
     };
     (text, SBATCH_OPTION_ERROR)
 }
@@ -79,7 +80,7 @@ async fn submit(
     let (options, rest) = match parse_args(args) {
         Ok(parsed) => parsed,
         Err(e) if as_sbatch => {
-            let (text, status) = sbatch_option_error(&e);
+            let (text, status) = option_error("sbatch", &e);
             eprintln!("{text}");
             return Ok(ExitCode::from(status));
         }
@@ -194,7 +195,7 @@ fn new_key() -> String {
 
 /// `Job 9 to start at 2026-11-26T11:42:28 using 2 processors on nodes n[1-2]
 /// in partition batch`, as `sbatch --test-only` says it.
-fn test_only_line(estimate: &corral_proto::api::TestOnlyEstimate) -> String {
+pub fn test_only_line(estimate: &corral_proto::api::TestOnlyEstimate) -> String {
     let nodes: Vec<&str> = estimate.nodes.iter().map(String::as_str).collect();
     format!(
         "Job {} to start at {} using {} processors on nodes {} in partition {}",
@@ -211,7 +212,7 @@ mod tests {
     use super::*;
 
     fn refusal(args: &[&str]) -> (String, u8) {
-        sbatch_option_error(&parse_args(args).unwrap_err())
+        option_error("sbatch", &parse_args(args).unwrap_err())
     }
 
     #[test]

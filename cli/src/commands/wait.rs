@@ -83,3 +83,29 @@ fn finish(last: &BTreeMap<u64, Job>, jobs: &[u64], json: bool) -> anyhow::Result
         ExitCode::from(exit::JOB_FAILED)
     })
 }
+
+/// Follows job `id` until its record satisfies `done` (or it ends: the caller
+/// looks at its state), through the watch stream, which starts with the
+/// current record and is reopened on another controller when its own stops.
+pub async fn until(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> anyhow::Result<Job> {
+    loop {
+        let request = ListJobsRequest {
+            job_ids: vec![id],
+            all: true,
+            ..ListJobsRequest::default()
+        };
+        let mut stream = cluster
+            .call(Retry::Idempotent, |mut c| {
+                let request = request.clone();
+                async move { c.watch_jobs(request).await }
+            })
+            .await?;
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { break };
+            let job: Job = records::decode("job", &event.job_json)?;
+            if job.id.0 == id && (done(&job) || job.state.is_terminal()) {
+                return Ok(job);
+            }
+        }
+    }
+}

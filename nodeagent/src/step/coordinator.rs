@@ -12,15 +12,23 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use corral_proto::agent::{read_frame, write_frame};
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_pki::{Identity, Role};
+use corral_proto::agent::{Launch, read_frame, write_frame};
 use corral_proto::step::{SrunRequest, StepControl, StepEvent, StepLaunch};
+use corral_state::ids::JobId;
 use corral_state::slurm::signal::Signal;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 
+use super::allocation::{ATTACH_PATIENCE, Allocations, Release};
 use super::peer::run_remote_share;
 use super::shape::plan_step;
 use super::tasks::run_node_share;
+use crate::job::environment::{LaunchContext, allocation_environment};
 use crate::supervisor::Supervisor;
 
 /// Serves `srun` on a Unix socket at `path` (replacing a stale one). The socket
@@ -37,19 +45,64 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Accepts `srun` connections until the listener fails. `endpoint` reaches the
-/// other nodes' agents (`None`: this agent runs single-node steps only).
-pub async fn serve(
-    listener: UnixListener,
-    supervisor: Supervisor,
-    endpoint: Option<quinn::Endpoint>,
-) {
+/// What serves step requests: the attempts, the way to other agents
+/// (`None`: this agent runs single-node steps only), and the allocations held
+/// from login nodes.
+#[derive(Clone)]
+pub struct StepService {
+    /// This node's attempts.
+    pub supervisor: Supervisor,
+    /// Reaches the other nodes' agents.
+    pub endpoint: Option<quinn::Endpoint>,
+    /// Allocations held by `srun` and `salloc` on login nodes.
+    pub allocations: Allocations,
+}
+
+/// Who asks.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// A process on this node, by uid (the step socket).
+    Local(u32),
+    /// A user elsewhere (a login node), by certificate (the QUIC channel).
+    Remote(Identity),
+}
+
+impl Caller {
+    /// Whether this caller may start steps in (or hold) a job of `owner`
+    /// (name) with uid `owner_uid`: the job's user, and root or the agent's
+    /// own user locally, or an admin certificate remotely, as Slurm lets
+    /// root and SlurmUser.
+    fn may_use(&self, owner: &str, owner_uid: u32) -> bool {
+        match self {
+            Caller::Local(uid) => {
+                *uid == 0 || *uid == nix::unistd::geteuid().as_raw() || *uid == owner_uid
+            }
+            Caller::Remote(identity) => identity.name == owner || identity.role == Role::Admin,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Caller::Local(uid) => format!("uid {uid}"),
+            Caller::Remote(identity) => format!("user {}", identity.name),
+        }
+    }
+}
+
+/// Accepts `srun` connections until the listener fails.
+pub async fn serve(listener: UnixListener, service: StepService) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let (supervisor, endpoint) = (supervisor.clone(), endpoint.clone());
+                let service = service.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = coordinate(stream, supervisor, endpoint).await {
+                    let result = async {
+                        let caller = Caller::Local(stream.peer_cred()?.uid());
+                        let (mut reader, writer) = stream.into_split();
+                        let first = read_frame::<_, StepControl>(&mut reader).await?;
+                        handle(first, reader, writer, caller, service).await
+                    };
+                    if let Err(e) = result.await {
                         tracing::debug!("step connection: {e}");
                     }
                 });
@@ -66,55 +119,263 @@ pub async fn serve(
 /// its report before saying it is only held by the agent.
 const CHECKPOINT_COMMIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// One `srun`: from its request to the step's end.
-async fn coordinate(
-    stream: UnixStream,
-    supervisor: Supervisor,
-    endpoint: Option<quinn::Endpoint>,
-) -> anyhow::Result<()> {
-    let caller = stream.peer_cred()?.uid();
-    let (mut reader, mut writer) = stream.into_split();
-    let request = match read_frame::<_, StepControl>(&mut reader).await? {
-        Some(StepControl::Run(request)) => *request,
-        Some(StepControl::Checkpoint {
-            job,
-            attempt,
-            step,
-            path,
-        }) => {
-            let answer = match supervisor.record_checkpoint((job, attempt), caller, step, path) {
-                Ok(None) => StepEvent::Accepted,
-                Ok(Some(report)) => {
-                    match supervisor
-                        .report_settled(report, CHECKPOINT_COMMIT_PATIENCE)
-                        .await
-                    {
-                        Some(true) => StepEvent::Accepted,
-                        Some(false) => StepEvent::Refused(format!(
-                            "the cluster refused checkpoint {step} of job {job} attempt \
-                             {attempt}: the attempt had already ended"
-                        )),
-                        None => StepEvent::Held(format!(
-                            "checkpoint {step} of job {job} is held by this node's agent, but the \
-                             cluster has not committed it within {} s (no leader reachable?); the \
-                             agent keeps reporting it, and a requeued attempt resumes from it only \
-                             once it is committed",
-                            CHECKPOINT_COMMIT_PATIENCE.as_secs()
-                        )),
-                    }
+/// How long a request from a login node waits for this node to hear of the
+/// job's attempt from the leader (the job shows RUNNING once its allocation
+/// commits, a moment before the launch reaches the agent).
+const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How often an attached login node's hold looks whether its attempt still runs.
+const HOLD_CHECK: Duration = Duration::from_millis(250);
+
+/// Answers one request, `first` being its first message, from `caller`.
+pub async fn handle<R, W>(
+    first: Option<StepControl>,
+    reader: R,
+    mut writer: W,
+    caller: Caller,
+    service: StepService,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    match (first, &caller) {
+        (Some(StepControl::Run(request)), _) => {
+            step(*request, reader, writer, caller, service).await
+        }
+        (
+            Some(StepControl::Checkpoint {
+                job,
+                attempt,
+                step,
+                path,
+            }),
+            Caller::Local(uid),
+        ) => {
+            let answer = checkpoint(&service.supervisor, (job, attempt), *uid, step, path).await;
+            write_frame(&mut writer, &answer).await?;
+            Ok(())
+        }
+        (Some(StepControl::AwaitRelease { job, attempt }), Caller::Local(uid)) => {
+            let answer = match service.supervisor.step_attempt((job, attempt)) {
+                Some(launch) if caller.may_use(&launch.job.spec.user, launch.job.spec.uid) => {
+                    let release = service
+                        .allocations
+                        .await_release((job, attempt), ATTACH_PATIENCE)
+                        .await;
+                    StepEvent::Released(release.code, release.why)
                 }
-                Err(reason) => StepEvent::Refused(reason),
+                Some(_) => StepEvent::Refused(format!("uid {uid} may not hold job {job}")),
+                None => StepEvent::Refused(format!(
+                    "job {job} attempt {attempt} does not run on {}",
+                    service.supervisor.node()
+                )),
             };
             write_frame(&mut writer, &answer).await?;
-            return Ok(());
+            Ok(())
         }
-        _ => {
-            let refusal = StepEvent::Refused("the first message was not a step request".into());
+        (Some(StepControl::Attach { job }), Caller::Remote(_)) => {
+            attach(job, reader, writer, &caller, &service).await
+        }
+        (first, _) => {
+            let what = match first {
+                None => "nothing".to_string(),
+                Some(first) => format!("{first:?}").chars().take(40).collect(),
+            };
+            let refusal = StepEvent::Refused(format!(
+                "{} may not open a step request with {what}",
+                caller.describe()
+            ));
             write_frame(&mut writer, &refusal).await?;
-            return Ok(());
+            Ok(())
         }
+    }
+}
+
+/// `corral checkpoint` inside a job.
+async fn checkpoint(
+    supervisor: &Supervisor,
+    key: crate::supervisor::AttemptKey,
+    caller: u32,
+    step: u64,
+    path: String,
+) -> StepEvent {
+    let (job, attempt) = key;
+    match supervisor.record_checkpoint(key, caller, step, path) {
+        Ok(None) => StepEvent::Accepted,
+        Ok(Some(report)) => {
+            match supervisor
+                .report_settled(report, CHECKPOINT_COMMIT_PATIENCE)
+                .await
+            {
+                Some(true) => StepEvent::Accepted,
+                Some(false) => StepEvent::Refused(format!(
+                    "the cluster refused checkpoint {step} of job {job} attempt \
+                     {attempt}: the attempt had already ended"
+                )),
+                None => StepEvent::Held(format!(
+                    "checkpoint {step} of job {job} is held by this node's agent, but the \
+                     cluster has not committed it within {} s (no leader reachable?); the \
+                     agent keeps reporting it, and a requeued attempt resumes from it only \
+                     once it is committed",
+                    CHECKPOINT_COMMIT_PATIENCE.as_secs()
+                )),
+            }
+        }
+        Err(reason) => StepEvent::Refused(reason),
+    }
+}
+
+/// The running attempt of `job` here; a request from a login node waits up
+/// to [`LAUNCH_PATIENCE`] for it.
+async fn running_attempt(
+    supervisor: &Supervisor,
+    job: JobId,
+    caller: &Caller,
+) -> Option<(crate::supervisor::AttemptKey, Arc<Launch>)> {
+    let deadline = tokio::time::Instant::now() + LAUNCH_PATIENCE;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let found = supervisor.step_attempt_of_job(job);
+        if found.is_some()
+            || matches!(caller, Caller::Local(_))
+            || tokio::time::Instant::now() >= deadline
+        {
+            return found;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// A login node's command holds job `job`'s allocation, on its batch host,
+/// until it releases it, goes away, or the attempt ends here (then it is told).
+async fn attach<R, W>(
+    job: JobId,
+    mut reader: R,
+    mut writer: W,
+    caller: &Caller,
+    service: &StepService,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let supervisor = &service.supervisor;
+    let node = supervisor.node().to_string();
+    let Some((key, launch)) = running_attempt(supervisor, job, caller).await else {
+        let refusal = format!("job {job} has no running attempt on {node}");
+        write_frame(&mut writer, &StepEvent::Refused(refusal)).await?;
+        return Ok(());
     };
-    let (step, routes) = match plan(&supervisor, endpoint.as_ref(), caller, &request) {
+    let spec = &launch.job.spec;
+    let batch_host = launch
+        .job
+        .attempts
+        .iter()
+        .find(|a| a.number == key.1)
+        .and_then(|a| a.allocation.first())
+        .map(|n| n.node.as_str());
+    let refusal = if !caller.may_use(&spec.user, spec.uid) {
+        Some(format!(
+            "{} may not hold job {job}, which belongs to {}",
+            caller.describe(),
+            spec.user
+        ))
+    } else if batch_host != Some(node.as_str()) {
+        Some(format!(
+            "job {job}'s allocation is held on its first node, not on {node}"
+        ))
+    } else {
+        service
+            .allocations
+            .attach(key, |k| supervisor.step_attempt(k).is_some())
+            .err()
+    };
+    if let Some(refusal) = refusal {
+        write_frame(&mut writer, &StepEvent::Refused(refusal)).await?;
+        return Ok(());
+    }
+    let environment = allocation_variables(supervisor, &launch, key.1);
+    let attached = StepEvent::Attached {
+        attempt: key.1,
+        environment,
+    };
+    write_frame(&mut writer, &attached).await?;
+    let went_away = || Release {
+        code: 1,
+        why: Some(format!(
+            "the srun or salloc holding this allocation ({}) went away before its command ended",
+            caller.describe()
+        )),
+    };
+    let mut check = tokio::time::interval(HOLD_CHECK);
+    let mut frames = Box::pin(async move { read_frame::<_, StepControl>(&mut reader).await });
+    loop {
+        tokio::select! {
+            frame = &mut frames => {
+                let release = match frame {
+                    Ok(Some(StepControl::Release(code))) => Release { code, why: None },
+                    _ => went_away(),
+                };
+                service.allocations.release(key, release);
+                return Ok(());
+            }
+            _ = check.tick() => {
+                if supervisor.step_attempt(key).is_none() {
+                    let why = format!("job {job} attempt {} ended on {node}", key.1);
+                    write_frame(&mut writer, &StepEvent::Released(0, Some(why))).await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// The job-wide variables of the batch environment, for `salloc`'s command.
+fn allocation_variables(
+    supervisor: &Supervisor,
+    launch: &Launch,
+    attempt: corral_state::ids::AttemptNumber,
+) -> std::collections::BTreeMap<String, String> {
+    let job = &launch.job;
+    let Some(attempt) = job.attempts.iter().find(|a| a.number == attempt) else {
+        return Default::default();
+    };
+    let cluster_name = supervisor.cluster_name();
+    let checkpoint_dir = supervisor.checkpoint_dir(job.id).display().to_string();
+    allocation_environment(&LaunchContext {
+        job,
+        attempt,
+        node: supervisor.node(),
+        cluster_name: &cluster_name,
+        checkpoint_dir: &checkpoint_dir,
+        base_env: &Default::default(),
+        dispatched_by: launch.dispatched_by,
+    })
+}
+
+/// One `srun`: from its request to the step's end.
+async fn step<R, W>(
+    request: SrunRequest,
+    mut reader: R,
+    mut writer: W,
+    caller: Caller,
+    service: StepService,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    let supervisor = service.supervisor.clone();
+    let running = running_attempt(&supervisor, request.job, &caller).await;
+    let (step, routes) = match plan(
+        &supervisor,
+        service.endpoint.as_ref(),
+        &caller,
+        running,
+        &request,
+    ) {
         Ok(planned) => planned,
         Err(reason) => {
             write_frame(&mut writer, &StepEvent::Refused(reason)).await?;
@@ -244,15 +505,20 @@ fn route(
 fn plan(
     supervisor: &Supervisor,
     endpoint: Option<&quinn::Endpoint>,
-    caller: u32,
+    caller: &Caller,
+    running: Option<(crate::supervisor::AttemptKey, Arc<Launch>)>,
     request: &SrunRequest,
 ) -> Result<(StepLaunch, Vec<Route>), String> {
     let node = supervisor.node();
-    let (key, launch) = supervisor.step_attempt_of_job(request.job).ok_or_else(|| {
-        format!(
+    let (key, launch) = running.ok_or_else(|| match caller {
+        Caller::Local(_) => format!(
             "job {} has no running attempt on {node}; srun runs inside a job's allocation, on one of its nodes",
             request.job
-        )
+        ),
+        Caller::Remote(_) => format!(
+            "job {} has no running attempt on {node} (it ended, or has not started)",
+            request.job
+        ),
     })?;
     if let Some(attempt) = request.attempt
         && attempt != key.1
@@ -263,11 +529,13 @@ fn plan(
         ));
     }
     let job = &launch.job;
-    let own = nix::unistd::geteuid().as_raw();
-    if caller != 0 && caller != own && caller != job.spec.uid {
+    if !caller.may_use(&job.spec.user, job.spec.uid) {
         return Err(format!(
-            "uid {caller} may not start steps in job {}, which belongs to {} (uid {})",
-            job.id, job.spec.user, job.spec.uid
+            "{} may not start steps in job {}, which belongs to {} (uid {})",
+            caller.describe(),
+            job.id,
+            job.spec.user,
+            job.spec.uid
         ));
     }
     let attempt = job

@@ -8,6 +8,7 @@
 //! [`Supervisor`](crate::supervisor::Supervisor), so a kill, an XID or fencing
 //! ends them with the batch script.
 
+pub mod allocation;
 pub mod coordinator;
 pub mod peer;
 pub mod shape;

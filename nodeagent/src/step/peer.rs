@@ -4,6 +4,10 @@
 //! other agent answers with the share's [`StepEvent`]s, ending with `Finished`
 //! (or `Refused`). The stream closing before `Finished` aborts the share.
 //!
+//! Users' `srun` and `salloc` on login nodes open the same channel with their
+//! own certificates for steps into their running jobs and for the hold on an
+//! allocation ([`super::coordinator::handle`]); only agents send shares.
+//!
 //! A launch is accepted only from the agent of a node of the same attempt's
 //! allocation, and only for the attempt that runs here now: a step of a
 //! requeued attempt cannot start on its old nodes (fencing).
@@ -11,12 +15,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use corral_pki::{Role, identity_of_connection};
+use corral_pki::{Identity, Role, identity_of_connection};
 use corral_proto::agent::{read_frame, write_frame};
 use corral_proto::step::{StepControl, StepEvent, StepLaunch};
 use corral_state::slurm::signal::Signal;
 use tokio::sync::mpsc;
 
+use super::coordinator::{Caller, StepService, handle};
 use super::tasks::run_node_share;
 use crate::supervisor::Supervisor;
 
@@ -26,10 +31,11 @@ const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
 /// How long connecting to another node's agent may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Accepts step launches from other agents until the endpoint closes.
-pub async fn serve(endpoint: quinn::Endpoint, supervisor: Supervisor) {
+/// Accepts step launches from other agents, and steps and allocation holds
+/// from users' `srun` and `salloc` on login nodes, until the endpoint closes.
+pub async fn serve(endpoint: quinn::Endpoint, service: StepService) {
     while let Some(incoming) = endpoint.accept().await {
-        let supervisor = supervisor.clone();
+        let service = service.clone();
         tokio::spawn(async move {
             let connection = match incoming.await {
                 Ok(connection) => connection,
@@ -39,12 +45,7 @@ pub async fn serve(endpoint: quinn::Endpoint, supervisor: Supervisor) {
                 }
             };
             let identity = match identity_of_connection(&connection) {
-                Ok(identity) if identity.role == Role::Agent => identity,
-                Ok(identity) => {
-                    tracing::warn!(%identity, "refused a step connection: not an agent");
-                    connection.close(1u32.into(), b"agents only");
-                    return;
-                }
+                Ok(identity) => identity,
                 Err(e) => {
                     tracing::warn!("refused a step connection: {e}");
                     connection.close(1u32.into(), b"no identity");
@@ -52,12 +53,46 @@ pub async fn serve(endpoint: quinn::Endpoint, supervisor: Supervisor) {
                 }
             };
             while let Ok((send, recv)) = connection.accept_bi().await {
-                let supervisor = supervisor.clone();
-                let from = identity.name.clone();
-                tokio::spawn(serve_share(supervisor, from, send, recv));
+                let service = service.clone();
+                let identity = identity.clone();
+                if identity.role == Role::Agent {
+                    tokio::spawn(serve_share(service.supervisor, identity.name, send, recv));
+                } else {
+                    tokio::spawn(serve_user(service, identity, send, recv));
+                }
             }
         });
     }
+}
+
+/// A request from a user's `srun` or `salloc` elsewhere: a step, or the hold
+/// on an allocation (never a share: those come from agents only).
+async fn serve_user(
+    service: StepService,
+    identity: Identity,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    let first = match read_frame::<_, StepControl>(&mut recv).await {
+        Ok(Some(StepControl::Launch(_))) => {
+            tracing::warn!(%identity, "refused a step share: not an agent");
+            let refusal = StepEvent::Refused("only agents send step shares".into());
+            let _ = write_frame(&mut send, &refusal).await;
+            let _ = send.finish();
+            return;
+        }
+        Ok(first) => first,
+        Err(e) => {
+            tracing::debug!(%identity, "reading a step request: {e}");
+            return;
+        }
+    };
+    let caller = Caller::Remote(identity);
+    if let Err(e) = handle(first, recv, &mut send, caller, service).await {
+        tracing::debug!("step request from a login node: {e}");
+    }
+    let _ = send.finish();
+    let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
 }
 
 /// One share asked for by the agent of node `from`.

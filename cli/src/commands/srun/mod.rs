@@ -1,5 +1,8 @@
-//! `srun` inside a job: asks the node's agent (over `CORRAL_STEP_SOCKET`) to
-//! run the command on the allocation's nodes, prints the tasks' output as it
+//! `srun`: inside a job, asks the node's agent (over `CORRAL_STEP_SOCKET`) to
+//! run the command on the allocation's nodes; from a login node, the job's
+//! batch host's agent over QUIC (`--jobid`, or salloc's `SLURM_JOB_ID`), or,
+//! outside any job, a new allocation that lasts as long as the step
+//! ([`super::allocation`]). It prints the tasks' output as it
 //! streams in, forwards the signals it gets (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 //! SIGUSR1, SIGUSR2) to every task, and exits with the worst task's status.
 //! The step itself runs in the agents: `srun` dying aborts it.
@@ -13,12 +16,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use corral_proto::agent::{read_frame, write_frame};
-use corral_proto::step::{STEP_SOCKET_ENV, StepControl, StepEvent};
+use corral_proto::step::{OutputStream, STEP_SOCKET_ENV, SrunRequest, StepControl, StepEvent};
 use corral_state::slurm::signal::Signal;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
+use super::allocation::{self, Allocated, AllocationRequest, agent_link};
+use crate::connection::{Cluster, Retry};
 use crate::exit;
 use crate::srun_args::SrunArgs;
 use output::{NOT_STARTED, OutputPrinter, failure_message, task_code};
@@ -33,15 +39,42 @@ const FORWARDED: [Signal; 6] = [
     Signal::TERM,
 ];
 
-/// Runs the step; the exit status is the worst task's.
-pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
-    let env: BTreeMap<String, String> = std::env::vars_os()
+/// Runs the step; the exit status is the worst task's. Inside a job the
+/// node's agent takes it over the step socket; with `--jobid` (or
+/// `SLURM_JOB_ID` from salloc) elsewhere, the job's batch host's agent over
+/// QUIC; with neither, srun first creates an allocation for it.
+pub async fn run(
+    args: SrunArgs,
+    connect: impl FnOnce() -> anyhow::Result<Cluster>,
+) -> anyhow::Result<ExitCode> {
+    let mut env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let cwd = std::env::current_dir()
         .context("srun: the current directory is unreadable; pass --chdir")?
         .display()
         .to_string();
+    if args.allocation.pty {
+        eprintln!(
+            "srun: error: --pty is not supported: corral does not forward a terminal to tasks yet; run `salloc` for a shell on this host inside an allocation, and srun from it"
+        );
+        return Ok(ExitCode::from(exit::USAGE));
+    }
+    let job_here = env
+        .get("SLURM_JOB_ID")
+        .and_then(|id| id.parse::<u64>().ok());
+    let socket = env
+        .get(STEP_SOCKET_ENV)
+        .filter(|_| args.jobid.is_none() || args.jobid == job_here)
+        .cloned();
+    let in_job = args.jobid.or(job_here).is_some();
+    if !in_job {
+        return allocate_and_run(args, env, &cwd, connect).await;
+    }
+    if args.jobid.is_some() && args.jobid != job_here {
+        // This shell's attempt is another job's.
+        env.remove("CORRAL_ATTEMPT");
+    }
     let request = match request::build(&args, &env, &cwd) {
         Ok(request) => request,
         Err(message) => {
@@ -49,21 +82,139 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
-    for warning in args.ignored() {
+    for warning in args.ignored(true) {
         eprintln!("{warning}");
     }
-    let Some(socket) = env.get(STEP_SOCKET_ENV) else {
-        eprintln!(
-            "srun: error: {STEP_SOCKET_ENV} is not set; srun runs inside a job that a corral agent started"
-        );
-        return Ok(ExitCode::from(exit::USAGE));
+    if let Some(socket) = socket {
+        let stream = UnixStream::connect(&socket)
+            .await
+            .with_context(|| format!("srun: cannot reach this node's agent at {socket}"))?;
+        let (reader, writer) = stream.into_split();
+        let worst = drive(reader, writer, request, &args, "this node's agent").await?;
+        return Ok(ExitCode::from(worst));
+    }
+    // A running job reached from outside it (a login node, or salloc's shell).
+    let cluster = connect()?;
+    let (job, _) = super::jobs::fetch(&cluster, request.job.0).await?;
+    let node = match agent_link::batch_host(&job) {
+        Ok(node) => node.to_string(),
+        Err(e) => {
+            eprintln!("srun: error: {e:#}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
     };
-    let stream = UnixStream::connect(socket)
-        .await
-        .with_context(|| format!("srun: cannot reach this node's agent at {socket}"))?;
-    let (mut reader, mut writer) = stream.into_split();
-    write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
+    let link = agent_link::connect(&cluster, &node).await?;
+    let (send, recv) = link.open().await?;
+    let what = format!("the agent of {node}");
+    let worst = drive(recv, send, request, &args, &what).await?;
+    Ok(ExitCode::from(worst))
+}
 
+/// `srun` outside a job: an allocation with the step's options, the step in
+/// it, and the allocation ended with the step's status.
+async fn allocate_and_run(
+    args: SrunArgs,
+    mut env: BTreeMap<String, String>,
+    cwd: &str,
+    connect: impl FnOnce() -> anyhow::Result<Cluster>,
+) -> anyhow::Result<ExitCode> {
+    // Refuse what the step cannot do before allocating anything.
+    let mut probe = env.clone();
+    probe.insert("SLURM_JOB_ID".into(), "0".into());
+    if let Err(message) = request::build(&args, &probe, cwd) {
+        eprintln!("srun: error: {message}");
+        return Ok(ExitCode::from(exit::USAGE));
+    }
+    for warning in args.ignored(false) {
+        eprintln!("{warning}");
+    }
+    let cluster = connect()?;
+    if args.allocation.test_only {
+        return test_only(&cluster, &args).await;
+    }
+    let request = AllocationRequest {
+        program: "srun",
+        options: args.allocation_options(),
+        command: args.command.join(" "),
+        quiet: args.allocation.quiet,
+    };
+    let allocation = match allocation::create(&cluster, request).await? {
+        Allocated::Running(allocation) => allocation,
+        Allocated::NotStarted(code) => return Ok(code),
+    };
+    // The step's defaults are the allocation's, as in a batch script.
+    env.extend(allocation.environment.clone());
+    env.insert("CORRAL_ATTEMPT".into(), allocation.attempt.to_string());
+    let worst = match request::build(&args, &env, cwd) {
+        Ok(request) => {
+            let node = allocation.link.node.clone();
+            match allocation.link.open().await {
+                Ok((send, recv)) => {
+                    let what = format!("the agent of {node}");
+                    drive(recv, send, request, &args, &what).await?
+                }
+                Err(e) => {
+                    eprintln!("srun: error: {e:#}");
+                    1
+                }
+            }
+        }
+        Err(message) => {
+            eprintln!("srun: error: {message}");
+            1
+        }
+    };
+    allocation.release(&cluster, worst).await;
+    Ok(ExitCode::from(worst))
+}
+
+/// `srun --test-only` outside a job: where and when the allocation would
+/// start, in Slurm's words; nothing is submitted.
+async fn test_only(cluster: &Cluster, args: &SrunArgs) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let request = corral_proto::api::SubmitJobRequest {
+        args: args.allocation_options(),
+        script_path: args.command.join(" "),
+        script_text: allocation::holder::script(),
+        test_only: true,
+        ..super::submit::from_this_shell(&cwd)
+    };
+    let reply = match cluster
+        .call(Retry::Idempotent, |mut client| {
+            let request = request.clone();
+            async move { client.submit_job(request).await }
+        })
+        .await
+    {
+        Ok(reply) => reply,
+        Err(error) if exit::code_for(&error) == exit::REFUSED => {
+            eprintln!("srun: error: Unable to allocate resources: {error:#}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(error) => return Err(error),
+    };
+    match &reply.test_only {
+        Some(estimate) => eprintln!("srun: {}", super::submit::test_only_line(estimate)),
+        None => eprintln!("srun: {}", reply.test_only_report),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sends the step request on `writer`, prints its output and exits as they
+/// stream in on `reader`, and forwards srun's signals; returns the worst
+/// task's status. `agent` names the agent in errors.
+async fn drive<R, W>(
+    mut reader: R,
+    mut writer: W,
+    request: SrunRequest,
+    args: &SrunArgs,
+    agent: &str,
+) -> anyhow::Result<u8>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
     tokio::spawn(async move {
         while let Ok(Some(event)) = read_frame::<_, StepEvent>(&mut reader).await {
@@ -89,14 +240,14 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
                     }
                     StepEvent::Output { task, stream, data } => {
                         let out: &mut dyn Write = match stream {
-                            corral_proto::step::OutputStream::Stdout => &mut stdout,
-                            corral_proto::step::OutputStream::Stderr => &mut stderr,
+                            OutputStream::Stdout => &mut stdout,
+                            OutputStream::Stderr => &mut stderr,
                         };
                         let _ = printer.write(task, stream, &data, out);
                     }
                     StepEvent::TaskExited { task, node, status } => {
-                        let _ = printer.finish(task, corral_proto::step::OutputStream::Stdout, &mut stdout);
-                        let _ = printer.finish(task, corral_proto::step::OutputStream::Stderr, &mut stderr);
+                        let _ = printer.finish(task, OutputStream::Stdout, &mut stdout);
+                        let _ = printer.finish(task, OutputStream::Stderr, &mut stderr);
                         if let Some(message) = failure_message(&node, task, &status) {
                             eprintln!("{message}");
                             bad_exit = true;
@@ -115,11 +266,14 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
                     }
                     StepEvent::Refused(reason) => {
                         eprintln!("srun: error: {reason}");
-                        return Ok(ExitCode::from(exit::REFUSED));
+                        return Ok(exit::REFUSED);
                     }
                     StepEvent::Finished => break true,
-                    // Answers checkpoint reports only; never part of a step.
-                    StepEvent::Accepted | StepEvent::Held(_) => {}
+                    // Answers to checkpoints and allocation holds; never part of a step.
+                    StepEvent::Accepted
+                    | StepEvent::Held(_)
+                    | StepEvent::Attached { .. }
+                    | StepEvent::Released(..) => {}
                 }
                 if bad_exit && kill_on_bad_exit && !killing {
                     killing = true;
@@ -135,12 +289,10 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if !finished {
-        eprintln!("srun: error: lost this node's agent before the step finished");
+        eprintln!("srun: error: lost {agent} before the step finished");
         worst = worst.max(1);
     }
-    Ok(ExitCode::from(
-        u8::try_from(worst.clamp(0, 255)).unwrap_or(u8::MAX),
-    ))
+    Ok(u8::try_from(worst.clamp(0, 255)).unwrap_or(u8::MAX))
 }
 
 /// Listens for the signals srun forwards.

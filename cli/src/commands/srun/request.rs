@@ -226,7 +226,7 @@ mod tests {
         );
         assert!(build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").is_ok());
         let quiet = args(&["--gres=gpu:8", "--exclusive", "-u", "x"]);
-        assert_eq!(quiet.ignored().len(), 1, "{:?}", quiet.ignored());
+        assert_eq!(quiet.ignored(true).len(), 1, "{:?}", quiet.ignored(true));
     }
 
     #[test]

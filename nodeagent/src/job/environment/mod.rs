@@ -176,6 +176,50 @@ pub fn batch_environment(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
     env
 }
 
+/// The variables of the batch environment that are not the batch host's own
+/// nor the batch script's: `salloc` does not give them to its command.
+const NOT_FOR_SALLOC: &[&str] = &[
+    "CORRAL_AGENT_ID",
+    "CORRAL_DISPATCHED_BY",
+    "CORRAL_STEP_SOCKET",
+    "CUDA_VISIBLE_DEVICES",
+    "ENVIRONMENT",
+    "GPU_DEVICE_ORDINAL",
+    "HOSTNAME",
+    "SLURMD_NODENAME",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_GTIDS",
+    "SLURM_JOB_END_TIME",
+    "SLURM_JOB_GID",
+    "SLURM_JOB_GPUS",
+    "SLURM_JOB_START_TIME",
+    "SLURM_JOB_UID",
+    "SLURM_JOB_USER",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_PRIO_PROCESS",
+    "SLURM_PROCID",
+    "SLURM_TASK_PID",
+    "SLURM_TOPOLOGY_ADDR",
+    "SLURM_TOPOLOGY_ADDR_PATTERN",
+    "TMPDIR",
+];
+
+/// What `salloc` sets for its command on the login node: the job-wide
+/// variables of the batch environment (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`,
+/// `SLURM_TASKS_PER_NODE`, ...), none of the batch host's own, and nothing of
+/// the job's exported environment (the command keeps its own).
+pub fn allocation_environment(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
+    let none = BTreeMap::new();
+    let mut env = batch_environment(&LaunchContext {
+        base_env: &none,
+        ..*ctx
+    });
+    env.retain(|name, _| !NOT_FOR_SALLOC.contains(&name.as_str()));
+    env
+}
+
 /// The environment of one task of `step` on `ctx.node`: the batch environment
 /// built on `ctx.base_env` (for `srun`, its own environment), with the task's
 /// ranks and the step's number and shape (`SLURM_NTASKS`,

@@ -1,0 +1,162 @@
+//! `salloc [OPTIONS] [COMMAND [ARGS...]]`: an allocation with sbatch's
+//! options, then the command (default: the user's shell) on this host with the
+//! job's `SLURM_*` variables, so `srun` inside it runs steps on the
+//! allocation; the allocation ends with the command, and the job with its
+//! exit status. It prints what salloc prints (`Granted job allocation N`,
+//! `Relinquishing job allocation N`), and a job that ends under the command
+//! (scancel, time limit) revokes it: the command gets SIGHUP (SIGTERM when
+//! not on a terminal), as salloc sends.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use corral_state::slurm::sbatch::parse_args;
+use nix::sys::signal::{Signal as NixSignal, kill};
+use nix::unistd::Pid;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::allocation::{self, Allocated, AllocationRequest};
+use crate::connection::Cluster;
+
+/// sbatch options salloc does not have: they are about the batch script.
+const BATCH_ONLY: [&str; 8] = [
+    "--array",
+    "--wrap",
+    "--output",
+    "--error",
+    "--input",
+    "--open-mode",
+    "--parsable",
+    "--test-only",
+];
+
+/// `salloc --help`: what corral's salloc takes.
+const HELP: &str = "\
+Usage: salloc [OPTIONS...] [command [args...]]
+
+Allocates nodes, runs the command (default: $SHELL) on this host with the
+job's SLURM_* variables (srun in it runs steps on the allocation), and
+releases the allocation when the command ends; the job ends with its status.
+
+Options: sbatch's allocation options, with sbatch's syntax and warnings
+(`sbatch --help`): -N/--nodes, -n/--ntasks, --ntasks-per-node,
+-c/--cpus-per-task, -p/--partition, -A/--account, -q/--qos, -t/--time,
+--gres, --gpus, --gpus-per-node, --gpus-per-task, --mem, --mem-per-cpu,
+--mem-per-gpu, -C/--constraint, -w/--nodelist, -x/--exclude, --exclusive,
+--reservation, -d/--dependency, -J/--job-name (default: interactive),
+--comment, --nice, --switches, ...
+  -Q, --quiet        print errors only
+  -h, --help         this text
+Not taken (they are about batch scripts): --array, --wrap, --output, --error,
+--input, --open-mode, --parsable, --test-only.
+";
+
+/// Runs salloc with its raw arguments.
+pub async fn run(
+    args: &[String],
+    connect: impl FnOnce() -> anyhow::Result<Cluster>,
+) -> anyhow::Result<ExitCode> {
+    if matches!(
+        args.first().map(String::as_str),
+        Some("-h" | "--help" | "--usage")
+    ) {
+        print!("{HELP}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (options, command) = match parse_args(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            let (text, status) = super::submit::option_error("salloc", &e);
+            eprintln!("{text}");
+            return Ok(ExitCode::from(status));
+        }
+    };
+    // -Q/--quiet is salloc's own (sbatch's parser takes it as a no-op).
+    let is_quiet = |a: &String| a == "-Q" || a == "--quiet";
+    let option_args: Vec<String> = args[..args.len() - command.len()].to_vec();
+    let quiet = option_args.iter().any(is_quiet);
+    let option_args: Vec<String> = option_args.into_iter().filter(|a| !is_quiet(a)).collect();
+    if let Some(batch_only) = option_args.iter().find_map(|a| {
+        let name = a.split('=').next().unwrap_or(a);
+        BATCH_ONLY.iter().find(|b| **b == name)
+    }) {
+        eprintln!(
+            "salloc: unrecognized option '{batch_only}'\nTry \"salloc --help\" for more information"
+        );
+        return Ok(ExitCode::from(255));
+    }
+    let command = if command.is_empty() {
+        vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
+    } else {
+        command
+    };
+    let mut option_args = option_args;
+    // salloc's job is "interactive" unless named.
+    if options.job_name.is_none() {
+        option_args.push("--job-name=interactive".into());
+    }
+    // An interactive job is not requeued: its command is gone by then.
+    option_args.push("--no-requeue".into());
+    let cluster = connect()?;
+    let request = AllocationRequest {
+        program: "salloc",
+        options: option_args,
+        command: command.join(" "),
+        quiet,
+    };
+    let allocation = match allocation::create(&cluster, request).await? {
+        Allocated::Running(allocation) => allocation,
+        Allocated::NotStarted(code) => return Ok(code),
+    };
+    let id = allocation.id();
+    // salloc lives on while its command runs: a Ctrl-C or Ctrl-\ at the
+    // terminal is the command's business.
+    let _interrupts = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::quit())?,
+    );
+    let (program, program_args) = command.split_first().context("no command")?;
+    let mut child = tokio::process::Command::new(program)
+        .args(program_args)
+        .envs(&allocation.environment)
+        .env("CORRAL_ATTEMPT", allocation.attempt.to_string())
+        .spawn();
+    let status = match &mut child {
+        Err(e) => {
+            eprintln!("salloc: error: cannot run {program}: {e}");
+            allocation.release(&cluster, 1).await;
+            return Ok(ExitCode::from(1));
+        }
+        Ok(child) => {
+            let mut revoked = allocation.revoked.clone();
+            tokio::select! {
+                status = child.wait() => status?,
+                _ = revoked.wait_for(Option::is_some) => {
+                    eprintln!("salloc: Job allocation {id} has been revoked.");
+                    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+                    let hang_up = if on_terminal { NixSignal::SIGHUP } else { NixSignal::SIGTERM };
+                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                        let _ = kill(Pid::from_raw(pid), hang_up);
+                    }
+                    child.wait().await?
+                }
+            }
+        }
+    };
+    let code = exit_code(status);
+    if allocation.revoked.borrow().is_none() {
+        eprintln!("salloc: Relinquishing job allocation {id}");
+    }
+    allocation.release(&cluster, code).await;
+    Ok(ExitCode::from(code))
+}
+
+/// The command's exit status as a shell reports it (128 + signal).
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code.clamp(0, 255)).unwrap_or(u8::MAX),
+        (None, Some(signal)) => u8::try_from((128 + signal).clamp(0, 255)).unwrap_or(u8::MAX),
+        (None, None) => 1,
+    }
+}
