@@ -152,11 +152,19 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Slurm's sstat (reached through a link named `sstat`): what running
+    /// jobs' steps use now; `corral sstat -- [sstat options]`.
+    #[command(hide = true, disable_help_flag = true)]
+    Sstat {
+        /// sstat's own arguments, parsed by hand (`sstat --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// The batch script of a job that srun or salloc created on a login node:
     /// waits until that command releases the allocation, and exits with its status.
     #[command(hide = true)]
     AllocationHold,
-    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr, salloc (and srun) links to this binary in DIR.
+    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr, salloc, sstat (and srun) links to this binary in DIR.
     Shims {
         /// Where to put the links (e.g. ~/bin).
         dir: PathBuf,

@@ -1,18 +1,19 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
-//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr`, `salloc` or `srun`, corral
+//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr`, `salloc`, `sstat` or `srun`, corral
 //! behaves as that command for its common options, by rewriting the command
 //! line into the matching subcommand (`sinfo` and `sacct` with a hidden flag
 //! that asks for Slurm's own default columns, `sbatch` with one that asks for
-//! its refusals in sbatch's words). `scontrol`'s, `sacctmgr`'s and
-//! `salloc`'s arguments follow a `--`, so they reach their own parsers
+//! its refusals in sbatch's words). `scontrol`'s, `sacctmgr`'s, `salloc`'s
+//! and `sstat`'s arguments follow a `--`, so they reach their own parsers
 //! untouched.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The names `corral shims` links.
-pub const SHIM_NAMES: [&str; 9] = [
-    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "salloc", "srun",
+pub const SHIM_NAMES: [&str; 10] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "salloc", "sstat",
+    "srun",
 ];
 
 /// The command line as corral reads it: unchanged when invoked as `corral`,
@@ -36,6 +37,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "scontrol" => &["scontrol", "--"],
         "sacctmgr" => &["sacctmgr", "--"],
         "salloc" => &["salloc", "--"],
+        "sstat" => &["sstat", "--"],
         "srun" => &["srun"],
         _ => return Ok(args),
     };

@@ -5,7 +5,8 @@
 //! status; `srun --test-only` submits nothing; salloc runs a command with the
 //! allocation's variables, in which srun runs steps; `srun --jobid --overlap`
 //! reaches a running batch job and only its owner may; an interrupt while the
-//! job waits cancels it, and scancel revokes salloc's allocation.
+//! job waits cancels it, and scancel revokes salloc's allocation; `sstat`
+//! shows a running job's steps as its nodes' agents measure them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -288,6 +289,63 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     );
     let out = run(&cluster, "scancel", &[&batch]);
     assert!(out.status.success());
+
+    // sstat: what a running job's steps use now, from its nodes' agents.
+    let step = format!(
+        "{}/srun -N2 sleep 600",
+        cluster.dir.path().join("bin").display()
+    );
+    let out = run(&cluster, "sbatch", &["--parsable", "-N2", "--wrap", &step]);
+    let stepped = text(&out.stdout).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let shown = loop {
+        let out = run(
+            &cluster,
+            "sstat",
+            &[
+                "-j",
+                &stepped,
+                "-n",
+                "-P",
+                "--format=JobID,NTasks,Nodelist,Pids,MaxRSS",
+            ],
+        );
+        let shown = text(&out.stdout);
+        if shown.starts_with(&format!("{stepped}.0|")) {
+            break shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no step in sstat: {shown}{}",
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let cells: Vec<&str> = shown.trim().split('|').collect();
+    assert_eq!(cells[1..3], ["2", "gpu[01-02]"], "{shown}");
+    assert_eq!(cells[3].split(',').count(), 2, "a pid per task: {shown}");
+    assert!(
+        cells[4].ends_with('K') || cells[4].ends_with('M'),
+        "{shown}"
+    );
+    let all = run(
+        &cluster,
+        "sstat",
+        &["-a", "-n", "-P", "-o", "JobID", "-j", &stepped],
+    );
+    assert_eq!(
+        text(&all.stdout),
+        format!("{stepped}.batch\n{stepped}.0\n"),
+        "{}",
+        text(&all.stderr)
+    );
+    let out = slurm(&cluster, "sstat", other, &["-j", &stepped]);
+    assert!(
+        text(&out.stderr).contains("may not see job"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(run(&cluster, "scancel", &[&stepped]).status.success());
 
     // An interrupt while the job waits cancels it.
     let out = run(

@@ -214,10 +214,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
             (None, None)
         }
     };
+    let health = sample_periodically(Arc::clone(&gpus), HEALTH_SAMPLE_EVERY);
     let step_service = step::coordinator::StepService {
         supervisor: supervisor.clone(),
         endpoint: step_endpoint.clone(),
         allocations: step::allocation::Allocations::default(),
+        gpu_samples: health.clone(),
     };
     if let Some(endpoint) = step_endpoint {
         tokio::spawn(step::peer::serve(endpoint, step_service.clone()));
@@ -343,7 +345,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         });
     }
-    let health = sample_periodically(Arc::clone(&gpus), HEALTH_SAMPLE_EVERY);
     let client = tls.quic_client_config()?;
     let link = tokio::spawn(link::run(
         settings,

@@ -92,6 +92,12 @@ pub enum StepControl {
     /// The allocation's command ended with this status (after `Attach`): the
     /// job's holder exits with it, which ends the job.
     Release(u8),
+    /// `sstat` (first message only): what job `job`'s processes on this node
+    /// use now. Answered `Usage` or `Refused`.
+    Usage {
+        /// The job.
+        job: JobId,
+    },
     /// The holder of an allocation (`corral allocation-hold`, the batch script
     /// of a job `srun` or `salloc` created) waits here, on the step socket,
     /// until the login node's command releases it (first message only).
@@ -252,10 +258,68 @@ pub enum StepEvent {
         /// `SLURM_JOB_ID`, `SLURM_JOB_NODELIST`, ... as the batch script has them.
         environment: BTreeMap<String, String>,
     },
+    /// What the job's processes on this node use now (to `Usage` only).
+    Usage(Box<NodeUsage>),
     /// The allocation is over: exit with this status (to the holder only).
     /// The text, when there is one, says why it ended without its command's
     /// status.
     Released(u8, Option<String>),
+}
+
+/// What one node's processes of a job use now, for `sstat`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    /// The node.
+    pub node: String,
+    /// The attempt running there.
+    pub attempt: AttemptNumber,
+    /// Its steps there: the batch script (`step: None`, on the batch host)
+    /// and the `srun` steps' tasks.
+    pub steps: Vec<StepUsage>,
+    /// The GPUs the job holds there, as last sampled.
+    pub gpus: Vec<GpuUsage>,
+}
+
+/// One step's processes on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepUsage {
+    /// The step's number; `None` for the batch script.
+    pub step: Option<u32>,
+    /// Its tasks here.
+    pub tasks: Vec<TaskUsage>,
+}
+
+/// What one task (the batch script counts as task 0) uses, summed over the
+/// live processes of its process group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskUsage {
+    /// Its rank in the step.
+    pub rank: u32,
+    /// Its live processes.
+    pub pids: Vec<u32>,
+    /// CPU time, milliseconds (user + system, reaped children included).
+    pub cpu_ms: u64,
+    /// Resident memory, KiB.
+    pub rss_kib: u64,
+    /// Virtual memory, KiB.
+    pub vmsize_kib: u64,
+    /// Major page faults.
+    pub major_faults: u64,
+    /// Bytes read (`rchar`).
+    pub read_bytes: u64,
+    /// Bytes written (`wchar`).
+    pub write_bytes: u64,
+}
+
+/// One GPU of the job's, as the node's GPU backend last sampled it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuUsage {
+    /// Its index on the node.
+    pub index: u32,
+    /// Percent of the last sample period in which a kernel ran.
+    pub utilization_pct: Option<u32>,
+    /// Device memory in use, MiB.
+    pub memory_used_mb: Option<u64>,
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod scontrol;
 pub mod shims;
 mod signal;
 mod srun;
+mod sstat;
 mod submit;
 mod wait;
 
@@ -63,6 +64,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Srun(args) => srun::run(*args, connect).await,
         Command::Salloc { args } => salloc::run(&args, connect).await,
         Command::AllocationHold => allocation::holder::run().await,
+        Command::Sstat { args } => sstat::run(&args, connect, global.json).await,
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),

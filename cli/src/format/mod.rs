@@ -20,6 +20,7 @@ pub mod reason;
 pub mod show_job;
 pub mod show_node;
 pub mod sinfo_fields;
+pub mod sstat_fields;
 pub mod table;
 pub mod terminal_safe;
 pub mod usage;

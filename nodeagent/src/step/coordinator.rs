@@ -22,12 +22,13 @@ use corral_state::ids::JobId;
 use corral_state::slurm::signal::Signal;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::allocation::{ATTACH_PATIENCE, Allocations, Release};
 use super::peer::run_remote_share;
 use super::shape::plan_step;
 use super::tasks::run_node_share;
+use crate::gpu::GpuSample;
 use crate::job::environment::{LaunchContext, allocation_environment};
 use crate::supervisor::Supervisor;
 
@@ -56,6 +57,8 @@ pub struct StepService {
     pub endpoint: Option<quinn::Endpoint>,
     /// Allocations held by `srun` and `salloc` on login nodes.
     pub allocations: Allocations,
+    /// The GPUs' latest health samples (for `sstat`).
+    pub gpu_samples: watch::Receiver<Vec<GpuSample>>,
 }
 
 /// Who asks.
@@ -72,7 +75,7 @@ impl Caller {
     /// (name) with uid `owner_uid`: the job's user, and root or the agent's
     /// own user locally, or an admin certificate remotely, as Slurm lets
     /// root and SlurmUser.
-    fn may_use(&self, owner: &str, owner_uid: u32) -> bool {
+    pub fn may_use(&self, owner: &str, owner_uid: u32) -> bool {
         match self {
             Caller::Local(uid) => {
                 *uid == 0 || *uid == nix::unistd::geteuid().as_raw() || *uid == owner_uid
@@ -81,7 +84,8 @@ impl Caller {
         }
     }
 
-    fn describe(&self) -> String {
+    /// The caller in words, for refusals.
+    pub fn describe(&self) -> String {
         match self {
             Caller::Local(uid) => format!("uid {uid}"),
             Caller::Remote(identity) => format!("user {}", identity.name),
@@ -171,6 +175,11 @@ where
                     service.supervisor.node()
                 )),
             };
+            write_frame(&mut writer, &answer).await?;
+            Ok(())
+        }
+        (Some(StepControl::Usage { job }), _) => {
+            let answer = super::usage::of_job(&service, job, &caller).await;
             write_frame(&mut writer, &answer).await?;
             Ok(())
         }

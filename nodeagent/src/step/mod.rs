@@ -13,3 +13,4 @@ pub mod coordinator;
 pub mod peer;
 pub mod shape;
 pub mod tasks;
+pub mod usage;

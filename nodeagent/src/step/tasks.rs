@@ -23,7 +23,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::job::environment::layout::placements;
 use crate::job::environment::{LaunchContext, task_environment};
 use crate::job::process::{JobProcess, TaskOutput, TaskSpec};
-use crate::supervisor::{AttemptKey, Supervisor};
+use crate::supervisor::{AttemptKey, Supervisor, TaskId};
 
 /// Between SIGTERM and SIGKILL when a step is aborted.
 pub const ABORT_GRACE: Duration = Duration::from_secs(5);
@@ -118,7 +118,11 @@ pub async fn run_node_share(
             }
             Ok((process, output)) => {
                 let group = process.pid() as i32;
-                if !supervisor.task_started(key, group) {
+                let id = TaskId {
+                    step: launch.layout.step,
+                    rank: task.procid,
+                };
+                if !supervisor.task_started(key, group, id) {
                     let _ = process.kill();
                 }
                 groups.insert(task.procid, group);

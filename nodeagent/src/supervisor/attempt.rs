@@ -18,7 +18,7 @@
 //!
 //! Pure: the supervisor does the signalling and waiting around it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use corral_proto::agent::{AgentReport, Launch};
@@ -103,6 +103,15 @@ pub enum Begun {
     Over,
 }
 
+/// A step task: its step's number and its rank in the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskId {
+    /// The step (`SLURM_STEP_ID`).
+    pub step: u32,
+    /// The rank (`SLURM_PROCID`).
+    pub rank: u32,
+}
+
 /// One attempt on this node.
 #[derive(Debug)]
 pub struct Attempt {
@@ -122,8 +131,8 @@ pub struct Attempt {
     pub group: Option<i32>,
     /// How the batch script ended, once it did.
     pub batch_status: Option<ExitStatus>,
-    /// Process groups of the steps' tasks running here.
-    pub tasks: BTreeSet<i32>,
+    /// Process groups of the steps' tasks running here, with their step and rank.
+    pub tasks: BTreeMap<i32, TaskId>,
     /// Tasks being started, whose groups are not known yet.
     pub starting: u32,
     /// The number the next step coordinated here gets.
@@ -147,7 +156,7 @@ impl Attempt {
             launch_pending: true,
             group: None,
             batch_status: None,
-            tasks: BTreeSet::new(),
+            tasks: BTreeMap::new(),
             starting: 0,
             next_step: 0,
             checkpoint_step,
@@ -167,7 +176,11 @@ impl Attempt {
 
     /// Every process group of the attempt here: the batch script's and the tasks'.
     pub fn groups(&self) -> Vec<i32> {
-        self.group.iter().chain(&self.tasks).copied().collect()
+        self.group
+            .iter()
+            .chain(self.tasks.keys())
+            .copied()
+            .collect()
     }
 
     /// Its processes started: running, unless it began ending meanwhile.

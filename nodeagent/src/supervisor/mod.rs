@@ -38,8 +38,8 @@ use tokio::time::Instant;
 use crate::attempt_journal::Journal;
 use crate::job::process::{AGENT_ID_ENV, RunAs, attempt_processes, resolve_user};
 use crate::outbox::Outbox;
-pub use attempt::AttemptKey;
 use attempt::{Attempt, Begun, Phase, Why};
+pub use attempt::{AttemptKey, TaskId};
 
 /// Where the agent keeps things and who it is.
 #[derive(Debug, Clone)]
@@ -220,7 +220,7 @@ impl Supervisor {
                     groups.extend(r.group);
                 }
                 if scope.includes_steps() {
-                    groups.extend(&r.tasks);
+                    groups.extend(r.tasks.keys());
                 }
                 groups
             })
@@ -434,13 +434,13 @@ impl Supervisor {
     /// A task started as process group `group`. False when the attempt began
     /// ending meanwhile: the caller kills the group at once (the attempt waits
     /// for it either way).
-    pub fn task_started(&self, key: AttemptKey, group: i32) -> bool {
+    pub fn task_started(&self, key: AttemptKey, group: i32, task: TaskId) -> bool {
         let mut attempts = self.table();
         let Some(running) = attempts.get_mut(&key) else {
             return false;
         };
         running.starting = running.starting.saturating_sub(1);
-        running.tasks.insert(group);
+        running.tasks.insert(group, task);
         running.takes_steps()
     }
 
@@ -462,13 +462,31 @@ impl Supervisor {
                 groups
                     .iter()
                     .copied()
-                    .filter(|g| r.tasks.contains(g))
+                    .filter(|g| r.tasks.contains_key(g))
                     .collect()
             })
             .unwrap_or_default();
         for group in live {
             send(group, signal);
         }
+    }
+
+    /// What runs here of job `job`'s running attempt, for `sstat`: the
+    /// attempt, the batch script's process group (on the batch host), the
+    /// tasks' groups with their steps and ranks, and the GPUs it holds here.
+    pub fn usage_targets(&self, job: JobId) -> Option<UsageTargets> {
+        let attempts = self.table();
+        let (key, running) = attempts
+            .iter()
+            .find(|(key, r)| key.0 == job && r.takes_steps())?;
+        Some(UsageTargets {
+            key: *key,
+            user: running.launch.job.spec.user.clone(),
+            uid: running.launch.job.spec.uid,
+            batch: running.group.filter(|_| running.batch),
+            tasks: running.tasks.iter().map(|(g, t)| (*g, *t)).collect(),
+            gpus: running.gpus.clone(),
+        })
     }
 
     /// A task's process group is empty.
@@ -586,6 +604,23 @@ impl Supervisor {
             );
         }
     }
+}
+
+/// What [`Supervisor::usage_targets`] finds.
+#[derive(Debug, Clone)]
+pub struct UsageTargets {
+    /// The attempt.
+    pub key: AttemptKey,
+    /// The job's user (name), who may look.
+    pub user: String,
+    /// And uid.
+    pub uid: u32,
+    /// The batch script's process group, on the batch host.
+    pub batch: Option<i32>,
+    /// The step tasks' process groups.
+    pub tasks: Vec<(i32, TaskId)>,
+    /// The GPUs the attempt holds here.
+    pub gpus: Vec<u32>,
 }
 
 fn send(group: i32, signal: Signal) {

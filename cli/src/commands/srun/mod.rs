@@ -273,6 +273,7 @@ where
                     StepEvent::Accepted
                     | StepEvent::Held(_)
                     | StepEvent::Attached { .. }
+                    | StepEvent::Usage(_)
                     | StepEvent::Released(..) => {}
                 }
                 if bad_exit && kill_on_bad_exit && !killing {

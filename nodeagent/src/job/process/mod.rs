@@ -15,6 +15,7 @@ mod launch;
 mod output_paths;
 mod proc_table;
 mod script;
+mod usage;
 mod user;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;
 pub use script::write_script;
+pub use usage::{GroupUsage, usage_of_groups};
 pub use user::{RunAs, resolve_user, run_as_for_job, supplementary_groups};
 
 /// What to run, where, with what, and as whom.
