@@ -160,11 +160,27 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Slurm's sprio (reached through a link named `sprio`): pending jobs'
+    /// priority factors; `corral sprio -- [sprio options]`.
+    #[command(hide = true, disable_help_flag = true)]
+    Sprio {
+        /// sprio's own arguments, parsed by hand (`sprio --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Slurm's sshare (reached through a link named `sshare`): the fair-share
+    /// tree; `corral sshare -- [sshare options]`.
+    #[command(hide = true, disable_help_flag = true)]
+    Sshare {
+        /// sshare's own arguments, parsed by hand (`sshare --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// The batch script of a job that srun or salloc created on a login node:
     /// waits until that command releases the allocation, and exits with its status.
     #[command(hide = true)]
     AllocationHold,
-    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr, salloc, sstat (and srun) links to this binary in DIR.
+    /// Create sbatch, squeue, scancel, sinfo, sacct, scontrol, sacctmgr, salloc, sstat, sprio, sshare (and srun) links to this binary in DIR.
     Shims {
         /// Where to put the links (e.g. ~/bin).
         dir: PathBuf,
@@ -178,6 +194,24 @@ pub enum Command {
     /// checkpoints, an array, a dependency chain), inject an XID into the training
     /// job, show it requeued and resumed from its checkpoint, and clean up.
     Demo(DemoArgs),
+    /// Print the corral.toml equivalent of a Slurm configuration (slurm.conf,
+    /// gres.conf, topology.conf); what cannot be carried over is listed, with
+    /// why, in comments at the top.
+    ImportSlurm(ImportSlurmArgs),
+}
+
+/// `corral import-slurm`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportSlurmArgs {
+    /// The slurm.conf to read; its Include lines are followed.
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: PathBuf,
+    /// gres.conf: GPU types and counts per node.
+    #[arg(long, value_name = "FILE")]
+    pub gres_conf: Option<PathBuf>,
+    /// topology.conf: the tree of switches.
+    #[arg(long, value_name = "FILE")]
+    pub topology_conf: Option<PathBuf>,
 }
 
 /// `corral queue` (`-h` is squeue's --noheader; help is `--help`).
@@ -612,6 +646,11 @@ pub struct LocalUpArgs {
     /// them as a real network fault would.
     #[arg(long)]
     pub netns: bool,
+    /// A site's corral.toml (by hand, or from `corral import-slurm`): the local
+    /// cluster gets its nodes (simulated, with their CPUs, memory, GPUs and
+    /// features), partitions, accounts, users, QOS, topology and settings.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "gpus_per_node"])]
+    pub config: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod connection;
 mod exit;
 mod format;
 mod job_selection;
+mod slurm_options;
 mod slurm_shims;
 mod srun_args;
 mod when;

@@ -1,19 +1,19 @@
 //! Slurm's command names: invoked through a link named `sbatch`, `squeue`,
-//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr`, `salloc`, `sstat` or `srun`, corral
+//! `scancel`, `sinfo`, `sacct`, `scontrol`, `sacctmgr`, `salloc`, `sstat`, `sprio`, `sshare` or `srun`, corral
 //! behaves as that command for its common options, by rewriting the command
 //! line into the matching subcommand (`sinfo` and `sacct` with a hidden flag
 //! that asks for Slurm's own default columns, `sbatch` with one that asks for
-//! its refusals in sbatch's words). `scontrol`'s, `sacctmgr`'s, `salloc`'s
-//! and `sstat`'s arguments follow a `--`, so they reach their own parsers
+//! its refusals in sbatch's words). `scontrol`'s, `sacctmgr`'s, `salloc`'s,
+//! `sstat`'s, `sprio`'s and `sshare`'s arguments follow a `--`, so they reach their own parsers
 //! untouched.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The names `corral shims` links.
-pub const SHIM_NAMES: [&str; 10] = [
+pub const SHIM_NAMES: [&str; 12] = [
     "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "sacctmgr", "salloc", "sstat",
-    "srun",
+    "sprio", "sshare", "srun",
 ];
 
 /// The command line as corral reads it: unchanged when invoked as `corral`,
@@ -38,6 +38,8 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         "sacctmgr" => &["sacctmgr", "--"],
         "salloc" => &["salloc", "--"],
         "sstat" => &["sstat", "--"],
+        "sprio" => &["sprio", "--"],
+        "sshare" => &["sshare", "--"],
         "srun" => &["srun"],
         _ => return Ok(args),
     };

@@ -46,6 +46,11 @@ pub struct SrunArgs {
         value_name = "0|1"
     )]
     pub kill_on_bad_exit: Option<u8>,
+    /// Where the tasks' standard input comes from: `all` (srun's, to every
+    /// task; the default), `none`, a task's rank (srun's, to that task only), or
+    /// a file on this host (to every task).
+    #[arg(short = 'i', long, value_name = "all|none|TASK|FILE")]
+    pub input: Option<String>,
     /// Per-task output files are not supported: srun streams the tasks' output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<String>,

@@ -1,12 +1,15 @@
 //! `corral local` as a process: a local cluster whose bootstrap fails leaves no
-//! controller running behind it.
+//! controller running behind it; `--config` gives a local cluster a site's
+//! nodes, partitions and accounts.
+
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use support::corral_bin;
+use support::{LocalCluster, corral_bin, me, slurm_link};
 
 #[test]
 fn a_failed_local_up_stops_the_controllers_it_started() {
@@ -44,4 +47,162 @@ fn a_failed_local_up_stops_the_controllers_it_started() {
         .arg(&cluster)
         .output();
     assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+/// `corral local up --config FILE`: the site's nodes (typed GPUs, a CPU-only
+/// node), partitions and accounts, with the local users added; jobs run on it.
+#[test]
+fn a_local_cluster_takes_a_sites_configuration() {
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("site.toml");
+    std::fs::write(
+        &file,
+        r#"cluster_name = "site"
+# Daemon keys of the site's own controllers: replaced by the local cluster's.
+id = 7
+[[replicas]]
+id = 7
+peer = "head1:7100"
+api = "head1:7000"
+
+[[nodes]]
+names = "dgx[1-2]"
+cpus = 32
+memory = "1T"
+gpus = 4
+gpu_type = "a100"
+features = ["ib"]
+
+[[nodes]]
+names = "cpu1"
+cpus = 16
+memory = "64G"
+
+[[partitions]]
+name = "gpu"
+nodes = "dgx[1-2]"
+max_time = "1-00:00:00"
+default = true
+
+[[partitions]]
+name = "cpu"
+nodes = "cpu1"
+max_time = "4:00:00"
+
+[[accounts]]
+name = "vision"
+shares = 2
+"#,
+    )
+    .unwrap();
+    let cluster = LocalCluster::start_with_args(3, &["--config", file.to_str().unwrap()]);
+    // Every node registers with the file's resources.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let nodes = loop {
+        let out = slurm_link(
+            &cluster,
+            "sinfo",
+            &me(),
+            &["-N", "-h", "-o", "%N %c %G %P %T"],
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        if text.lines().count() == 3 && !text.contains("down") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nodes never came up: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(nodes.contains("dgx1 32 gpu:a100:4 gpu* idle"), "{nodes}");
+    assert!(nodes.contains("cpu1 16 (null) cpu idle"), "{nodes}");
+    // The site's partitions and typed GPUs take jobs; the local user charges
+    // the file's account.
+    let out = slurm_link(
+        &cluster,
+        "srun",
+        &me(),
+        &[
+            "-N2",
+            "--gres=gpu:a100:4",
+            "-l",
+            "sh",
+            "-c",
+            "echo $SLURM_CLUSTER_NAME $SLURM_JOB_ACCOUNT",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.ends_with("site vision")).count(),
+        2,
+        "{text}"
+    );
+    let out = slurm_link(
+        &cluster,
+        "srun",
+        &me(),
+        &["-p", "cpu", "-c", "16", "hostname"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A team's Slurm files, imported and run: `corral import-slurm` on a real
+/// Slurm 22.05 configuration, then `corral local up --config` on its output.
+#[test]
+fn an_imported_slurm_configuration_runs_as_a_local_cluster() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import-slurm/reference");
+    let out = Command::new(corral_bin())
+        .arg("import-slurm")
+        .arg("--slurm-conf")
+        .arg(fixtures.join("slurm.conf"))
+        .arg("--gres-conf")
+        .arg(fixtures.join("gres.conf"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("corral.toml");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let cluster = LocalCluster::start_with_args(3, &["--config", file.to_str().unwrap()]);
+    let out = slurm_link(
+        &cluster,
+        "srun",
+        &me(),
+        &[
+            "-N2",
+            "-p",
+            "debug",
+            "--gres=gpu:2",
+            "-l",
+            "sh",
+            "-c",
+            "echo $SLURM_CLUSTER_NAME",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.ends_with("reference")).count(),
+        2,
+        "{text}"
+    );
 }

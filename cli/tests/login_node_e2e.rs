@@ -6,7 +6,8 @@
 //! allocation's variables, in which srun runs steps; `srun --jobid --overlap`
 //! reaches a running batch job and only its owner may; an interrupt while the
 //! job waits cancels it, and scancel revokes salloc's allocation; `sstat`
-//! shows a running job's steps as its nodes' agents measure them.
+//! and `scontrol listpids` show a running job's steps as its nodes' agents
+//! see them; `scontrol -d show job` and `write batch_script`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,6 +24,36 @@ fn text(bytes: &[u8]) -> String {
 
 fn run(cluster: &LocalCluster, name: &str, args: &[&str]) -> Output {
     slurm(cluster, name, &me(), args)
+}
+
+/// `srun ARGS` through its link with `input` on its standard input.
+fn run_with_input(cluster: &LocalCluster, args: &[&str], input: &str) -> Output {
+    let mut child = spawn_command(cluster, "srun", args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// The link `name` as a command, with the environment [`slurm`] gives it.
+fn spawn_command(cluster: &LocalCluster, name: &str, args: &[&str]) -> Command {
+    let dir = cluster.dir.path();
+    let certs = dir.join("certs");
+    let mut command = Command::new(dir.join("bin").join(name));
+    command
+        .args(args)
+        .env("HOME", dir)
+        .env("CORRAL_CLUSTER", cluster.addresses.join(","))
+        .env("CORRAL_CA", certs.join("ca.pem"))
+        .env("CORRAL_CERT", certs.join(format!("{}.pem", me())))
+        .env("CORRAL_KEY", certs.join(format!("{}.key", me())))
+        .current_dir(dir);
+    command
 }
 
 /// `JobName|State|ExitCode` of job `id`, as sacct shows it.
@@ -65,16 +96,7 @@ struct Running {
 }
 
 fn spawn(cluster: &LocalCluster, name: &str, args: &[&str]) -> Running {
-    let dir = cluster.dir.path();
-    let certs = dir.join("certs");
-    let mut child = Command::new(dir.join("bin").join(name))
-        .args(args)
-        .env("HOME", dir)
-        .env("CORRAL_CLUSTER", cluster.addresses.join(","))
-        .env("CORRAL_CA", certs.join("ca.pem"))
-        .env("CORRAL_CERT", certs.join(format!("{}.pem", me())))
-        .env("CORRAL_KEY", certs.join(format!("{}.key", me())))
-        .current_dir(dir)
+    let mut child = spawn_command(cluster, name, args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -164,8 +186,31 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     let mut ranks: Vec<&str> = stdout.lines().map(|l| &l[..2]).collect();
     ranks.sort_unstable();
     assert_eq!(ranks, ["0:", "1:"], "{stdout}");
-    // Ended (not just released) when srun returns.
+    // Ended (not just released) when srun returns, and nothing left in the
+    // user's directory (the holder writes no output).
     assert_eq!(accounted(&cluster, &id), "hostname|COMPLETED|0:0");
+    assert!(!cluster.dir.path().join(format!("slurm-{id}.out")).exists());
+
+    // srun's standard input reaches every task (Slurm's default), or the one
+    // --input names.
+    let read = "read line; echo got:$line";
+    let out = run_with_input(&cluster, &["-N2", "-l", "sh", "-c", read], "hello\n");
+    let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        ["0: got:hello", "1: got:hello"],
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run_with_input(
+        &cluster,
+        &["-N2", "-l", "--input=1", "sh", "-c", read],
+        "hi\n",
+    );
+    let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    got.sort();
+    assert_eq!(got, ["0: got:", "1: got:hi"], "{}", text(&out.stderr));
 
     // The step's status is srun's and the job's.
     let out = run(&cluster, "srun", &["-N1", "sh", "-c", "exit 5"]);
@@ -339,6 +384,38 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
         "{}",
         text(&all.stderr)
     );
+    // scontrol: the job's processes per node, its nodes in detail, its script.
+    let pids = text(&run(&cluster, "scontrol", &["listpids", &stepped]).stdout);
+    assert!(
+        pids.starts_with("PID      JOBID    STEPID   LOCALID GLOBALID\n"),
+        "{pids}"
+    );
+    let step_rows = pids
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some("0"));
+    let ranks: Vec<&str> = step_rows
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .collect();
+    assert_eq!(ranks, ["0", "1"], "{pids}");
+    assert!(
+        pids.lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("batch")),
+        "{pids}"
+    );
+    let details = text(&run(&cluster, "scontrol", &["-d", "show", "job", &stepped]).stdout);
+    assert!(
+        details.contains("\n     Nodes=gpu01 CPUs=1 Mem=0\n"),
+        "{details}"
+    );
+    let script = run(
+        &cluster,
+        "scontrol",
+        &["write", "batch_script", &stepped, "-"],
+    );
+    assert_eq!(
+        text(&script.stdout),
+        format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{step}\n")
+    );
     let out = slurm(&cluster, "sstat", other, &["-j", &stepped]);
     assert!(
         text(&out.stderr).contains("may not see job"),
@@ -347,7 +424,7 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     );
     assert!(run(&cluster, "scancel", &[&stepped]).status.success());
 
-    // An interrupt while the job waits cancels it.
+    // An interrupt (here the terminal going away) while the job waits cancels it.
     let out = run(
         &cluster,
         "sbatch",
@@ -367,7 +444,7 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     let mut waiting = spawn(&cluster, "srun", &["--gres=gpu:1", "true"]);
     let waiter = job_of(&waiting.wait_for("queued and waiting for resources"));
     wait_state(&cluster, &waiter, "PENDING");
-    nix_kill(waiting.child.id(), "INT");
+    nix_kill(waiting.child.id(), "HUP");
     let (status, stderr) = waiting.finish();
     assert_eq!(status, Some(1), "{stderr}");
     assert!(

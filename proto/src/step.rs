@@ -58,6 +58,32 @@ pub struct SrunRequest {
     pub workdir: String,
     /// Nodes and tasks.
     pub shape: StepShapeRequest,
+    /// Which tasks read `srun`'s standard input (`--input`), which follows
+    /// the request as `Stdin` frames and one `StdinEnd`.
+    pub input: StepInput,
+}
+
+/// Which of a step's tasks get `srun`'s standard input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepInput {
+    /// Every task (Slurm's default, `--input=all`, or a file srun reads).
+    #[default]
+    All,
+    /// The task of this rank (`--input=N`); the others read nothing.
+    Task(u32),
+    /// No task (`--input=none`): standard input is closed.
+    None,
+}
+
+impl StepInput {
+    /// Whether the task of `rank` reads the input.
+    pub fn reaches(self, rank: u32) -> bool {
+        match self {
+            StepInput::All => true,
+            StepInput::Task(task) => task == rank,
+            StepInput::None => false,
+        }
+    }
 }
 
 /// `srun` → agent, and coordinating agent → the agent of another node.
@@ -92,6 +118,11 @@ pub enum StepControl {
     /// The allocation's command ended with this status (after `Attach`): the
     /// job's holder exits with it, which ends the job.
     Release(u8),
+    /// A piece of `srun`'s standard input, for the tasks the step's
+    /// [`StepInput`] names (after `Run`, and agent to agent after `Launch`).
+    Stdin(Vec<u8>),
+    /// `srun`'s standard input ended: the tasks' is closed.
+    StdinEnd,
     /// `sstat` (first message only): what job `job`'s processes on this node
     /// use now. Answered `Usage` or `Refused`.
     Usage {
@@ -189,6 +220,8 @@ pub struct StepLaunch {
     pub env: BTreeMap<String, String>,
     /// The working directory.
     pub workdir: String,
+    /// Which tasks read `srun`'s standard input.
+    pub input: StepInput,
 }
 
 /// Which output a chunk came from.
@@ -295,6 +328,8 @@ pub struct StepUsage {
 pub struct TaskUsage {
     /// Its rank in the step.
     pub rank: u32,
+    /// Its first process (its process group's id).
+    pub leader: u32,
     /// Its live processes.
     pub pids: Vec<u32>,
     /// CPU time, milliseconds (user + system, reaped children included).

@@ -48,6 +48,11 @@ impl PriorityContext {
         }
     }
 
+    /// The fair-share factors this context uses.
+    pub fn fairshare(&self) -> &FairShare {
+        &self.fairshare
+    }
+
     /// The job's factors at `now`.
     pub fn factors(&self, state: &ClusterState, job: &Job, now: Timestamp) -> Factors {
         let weights = &state.config().priority;

@@ -75,7 +75,7 @@ pub fn build_request(
         }
         ScriptSource::Wrap(command) => (
             "wrap".to_string(),
-            format!("#!/bin/sh\n# This script was created by corral --wrap.\n\n{command}\n"),
+            format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n"),
             Vec::new(),
         ),
     };

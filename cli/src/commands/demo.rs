@@ -47,6 +47,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         corral_agent: None,
         no_agents: false,
         netns: false,
+        config: None,
     })
     .await?;
     let outcome = drive(&cluster.dir, &cluster.addresses, &cluster.user).await;

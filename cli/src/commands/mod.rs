@@ -8,6 +8,7 @@ mod cancel;
 mod certs;
 mod cluster;
 mod demo;
+mod import_slurm;
 mod jobs;
 pub mod local;
 mod nodes;
@@ -17,7 +18,9 @@ mod salloc;
 mod scontrol;
 pub mod shims;
 mod signal;
+mod sprio;
 mod srun;
+mod sshare;
 mod sstat;
 mod submit;
 mod wait;
@@ -65,6 +68,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Salloc { args } => salloc::run(&args, connect).await,
         Command::AllocationHold => allocation::holder::run().await,
         Command::Sstat { args } => sstat::run(&args, connect, global.json).await,
+        Command::Sprio { args } => sprio::run(&args, connect).await,
+        Command::Sshare { args } => sshare::run(&args, connect, global.json).await,
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),
@@ -78,6 +83,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo::run(&args).await,
+        Command::ImportSlurm(args) => import_slurm::run(&args),
     }
 }
 

@@ -110,16 +110,22 @@ pub async fn run(
     };
     let id = allocation.id();
     // salloc lives on while its command runs: a Ctrl-C or Ctrl-\ at the
-    // terminal is the command's business.
+    // terminal is the command's business; SIGTERM and SIGHUP are passed on to
+    // it, and salloc releases the allocation once it has ended.
     let _interrupts = (
         signal(SignalKind::interrupt())?,
         signal(SignalKind::quit())?,
     );
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let (program, program_args) = command.split_first().context("no command")?;
     let mut child = tokio::process::Command::new(program)
         .args(program_args)
         .envs(&allocation.environment)
         .env("CORRAL_ATTEMPT", allocation.attempt.to_string())
+        // A salloc inside a job: srun in the command must reach this
+        // allocation, not the outer job's node agent.
+        .env_remove(corral_proto::step::STEP_SOCKET_ENV)
         .spawn();
     let status = match &mut child {
         Err(e) => {
@@ -129,16 +135,30 @@ pub async fn run(
         }
         Ok(child) => {
             let mut revoked = allocation.revoked.clone();
-            tokio::select! {
-                status = child.wait() => status?,
-                _ = revoked.wait_for(Option::is_some) => {
-                    eprintln!("salloc: Job allocation {id} has been revoked.");
-                    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
-                    let hang_up = if on_terminal { NixSignal::SIGHUP } else { NixSignal::SIGTERM };
-                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                        let _ = kill(Pid::from_raw(pid), hang_up);
+            let pid = child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .map(Pid::from_raw);
+            let pass_on = |signal: NixSignal| {
+                if let Some(pid) = pid {
+                    let _ = kill(pid, signal);
+                }
+            };
+            loop {
+                tokio::select! {
+                    status = child.wait() => break status?,
+                    _ = term.recv() => pass_on(NixSignal::SIGTERM),
+                    _ = hangup.recv() => pass_on(NixSignal::SIGHUP),
+                    why = revoked.wait_for(Option::is_some) => {
+                        let why = why.ok().and_then(|w| w.clone());
+                        eprintln!("salloc: Job allocation {id} has been revoked.");
+                        if let Some(why) = why {
+                            eprintln!("salloc: ({why})");
+                        }
+                        let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+                        pass_on(if on_terminal { NixSignal::SIGHUP } else { NixSignal::SIGTERM });
+                        break child.wait().await?;
                     }
-                    child.wait().await?
                 }
             }
         }

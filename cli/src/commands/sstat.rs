@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use corral_proto::agent::{read_frame, write_frame};
-use corral_proto::step::{NodeUsage, StepControl, StepEvent};
+use corral_proto::step::NodeUsage;
 use corral_state::job::JobState;
 
 use super::allocation::agent_link;
 use crate::connection::Cluster;
-use crate::format::print_fields::{self, Layout};
+use crate::format::print_fields::{self, Layout, parsable};
 use crate::format::sstat_fields::{self, StatField, StepStat, TaskSample};
+use crate::slurm_options::{OptionReader, help_format, refuse};
 
 /// What sstat was asked.
 #[derive(Debug, Default)]
@@ -50,44 +50,22 @@ fn parse(args: &[String]) -> Result<Options, String> {
         header: true,
         ..Options::default()
     };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |what: &str| -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("option '{what}' requires an argument"))
-        };
-        match name {
+    let mut reader = OptionReader::new(args);
+    while let Some(name) = reader.next("aehinpPv") {
+        match name.as_str() {
             "-a" | "--allsteps" => options.all_steps = true,
             "-e" | "--helpformat" => options.help_format = true,
             "-h" | "--help" | "--usage" => options.help = true,
             "-i" | "--pidformat" => options.fields.push(sstat_fields::PID_FIELDS.into()),
-            "-j" | "--jobs" => add_jobs(&mut options, &value(name)?)?,
+            "-j" | "--jobs" => add_jobs(&mut options, &reader.value()?)?,
             "-n" | "--noheader" => options.header = false,
-            "--noconvert" => {}
+            "--noconvert" | "-v" | "--verbose" => {}
             "--json" => options.json = true,
-            "-o" | "--format" | "--fields" => options.fields.push(value(name)?),
-            "-p" | "--parsable" => {
-                options.layout = Layout::Parsable {
-                    delimiter: "|".into(),
-                    trailing: true,
-                }
-            }
-            "-P" | "--parsable2" => {
-                options.layout = Layout::Parsable {
-                    delimiter: "|".into(),
-                    trailing: false,
-                }
-            }
-            _ if name.starts_with("-j") => add_jobs(&mut options, &name[2..])?,
-            _ if name.starts_with("-o") => options.fields.push(name[2..].to_string()),
-            _ if name.starts_with('-') => return Err(format!("unrecognized option '{arg}'")),
-            _ => add_jobs(&mut options, arg)?,
+            "-o" | "--format" | "--fields" => options.fields.push(reader.value()?),
+            "-p" | "--parsable" => options.layout = parsable(true),
+            "-P" | "--parsable2" => options.layout = parsable(false),
+            _ if name.starts_with('-') => return Err(format!("unrecognized option '{name}'")),
+            _ => add_jobs(&mut options, &name)?,
         }
     }
     Ok(options)
@@ -122,21 +100,14 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let options = match parse(args) {
         Ok(options) => options,
-        Err(message) => {
-            eprintln!("sstat: {message}\nTry \"sstat --help\" for more information");
-            return Ok(ExitCode::from(1));
-        }
+        Err(message) => return Ok(refuse("sstat", &message)),
     };
     if options.help {
         print!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
     if options.help_format {
-        let names: Vec<&str> = sstat_fields::field_names().collect();
-        for row in names.chunks(4) {
-            let cells: Vec<String> = row.iter().map(|n| format!("{n:<20}")).collect();
-            println!("{}", cells.join(""));
-        }
+        print!("{}", help_format(sstat_fields::field_names()));
         return Ok(ExitCode::SUCCESS);
     }
     if options.jobs.is_empty() {
@@ -207,28 +178,12 @@ async fn job_steps(cluster: &Cluster, job: u64) -> Result<Vec<NodeUsage>, String
     // keeps short.
     let mut usage = Vec::new();
     for node in &nodes {
-        match node_usage(cluster, node, job).await {
+        match agent_link::job_usage(cluster, node, job).await {
             Ok(node_usage) => usage.push(node_usage),
             Err(e) => eprintln!("sstat: error: {node}: {e:#}"),
         }
     }
     Ok(usage)
-}
-
-async fn node_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Result<NodeUsage> {
-    let link = agent_link::connect(cluster, node).await?;
-    let (mut send, mut recv) = link.open().await?;
-    let request = StepControl::Usage {
-        job: corral_state::ids::JobId(job),
-    };
-    write_frame(&mut send, &request).await?;
-    let answer = read_frame::<_, StepEvent>(&mut recv).await?;
-    link.connection.close(0u32.into(), b"done");
-    match answer {
-        Some(StepEvent::Usage(usage)) => Ok(*usage),
-        Some(StepEvent::Refused(reason)) => Err(anyhow::anyhow!("{reason}")),
-        other => Err(anyhow::anyhow!("unexpected answer {other:?}")),
-    }
 }
 
 /// The steps of `job` sstat shows: `step` when given; every one (the batch

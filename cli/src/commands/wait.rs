@@ -37,17 +37,7 @@ pub async fn run(
     let jobs = found.as_slice();
     // The stream ends when its controller dies: open it again (on any controller).
     loop {
-        let request = ListJobsRequest {
-            job_ids: jobs.to_vec(),
-            all: true,
-            ..ListJobsRequest::default()
-        };
-        let mut stream = cluster
-            .call(Retry::Idempotent, |mut c| {
-                let request = request.clone();
-                async move { c.watch_jobs(request).await }
-            })
-            .await?;
+        let mut stream = watch(cluster, jobs).await?;
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { break };
             let job: Job = records::decode("job", &event.job_json)?;
@@ -89,17 +79,7 @@ fn finish(last: &BTreeMap<u64, Job>, jobs: &[u64], json: bool) -> anyhow::Result
 /// current record and is reopened on another controller when its own stops.
 pub async fn until(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> anyhow::Result<Job> {
     loop {
-        let request = ListJobsRequest {
-            job_ids: vec![id],
-            all: true,
-            ..ListJobsRequest::default()
-        };
-        let mut stream = cluster
-            .call(Retry::Idempotent, |mut c| {
-                let request = request.clone();
-                async move { c.watch_jobs(request).await }
-            })
-            .await?;
+        let mut stream = watch(cluster, &[id]).await?;
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { break };
             let job: Job = records::decode("job", &event.job_json)?;
@@ -107,5 +87,29 @@ pub async fn until(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> a
                 return Ok(job);
             }
         }
+        // The stream ended (its controller stopped): a moment before the next.
+        tokio::time::sleep(REOPEN_PAUSE).await;
     }
+}
+
+/// How long [`until`] waits before opening a watch again.
+const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A watch of `jobs`, finished ones included, on any controller: every
+/// record first, then each change.
+async fn watch(
+    cluster: &Cluster,
+    jobs: &[u64],
+) -> anyhow::Result<tonic::Streaming<corral_proto::api::JobEvent>> {
+    let request = ListJobsRequest {
+        job_ids: jobs.to_vec(),
+        all: true,
+        ..ListJobsRequest::default()
+    };
+    cluster
+        .call(Retry::Idempotent, |mut c| {
+            let request = request.clone();
+            async move { c.watch_jobs(request).await }
+        })
+        .await
 }

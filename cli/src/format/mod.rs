@@ -20,6 +20,8 @@ pub mod reason;
 pub mod show_job;
 pub mod show_node;
 pub mod sinfo_fields;
+pub mod sprio;
+pub mod sshare;
 pub mod sstat_fields;
 pub mod table;
 pub mod terminal_safe;

@@ -22,6 +22,14 @@ pub enum Layout {
     },
 }
 
+/// `-p` (`trailing`: a `|` after the last value too) or `-P`.
+pub fn parsable(trailing: bool) -> Layout {
+    Layout::Parsable {
+        delimiter: "|".into(),
+        trailing,
+    }
+}
+
 /// The header line, and under [`Layout::Columns`] the rule, for columns
 /// `(name, width)`.
 pub fn header(columns: &[(&str, i32)], layout: &Layout) -> String {

@@ -53,10 +53,19 @@ pub fn show_job(
         job.qos.as_deref().unwrap_or(NULL),
         spec.nice
     ));
+    // A job that ended on a failing exit code says so, as Slurm's does.
+    let failed_exit = job.state == JobState::Failed
+        && current
+            .and_then(|a| a.batch_exit.as_ref())
+            .is_some_and(|e| e.code != 0 || e.signal.is_some());
     lines.push(format!(
         "JobState={} Reason={} Dependency={}",
         job.state.slurm_name(),
-        reason_name(job.reason),
+        if failed_exit {
+            "NonZeroExitCode"
+        } else {
+            reason_name(job.reason)
+        },
         spec.dependency
             .as_ref()
             .map_or(NULL.to_string(), dependency_text)
@@ -115,6 +124,24 @@ pub fn show_job(
         spec.cpus_per_task,
         if resources.exclusive { "NO" } else { "OK" }
     ));
+    lines.push("ReqB:S:C:T=0:0:*:*".to_string());
+    let (per_node, per_cpu) = match spec.memory {
+        MemoryRequest::PerNodeMb(mb) => (format_memory_mb(mb), None),
+        MemoryRequest::PerCpuMb(mb) => ("0".to_string(), Some(format_memory_mb(mb))),
+        MemoryRequest::PerGpuMb(_) | MemoryRequest::Unspecified | MemoryRequest::WholeNode => {
+            ("0".to_string(), None)
+        }
+    };
+    lines.push(match per_cpu {
+        Some(per_cpu) => format!(
+            "MinCPUsNode={} MinMemoryCPU={per_cpu} MinTmpDiskNode=0",
+            resources.cpus_per_node
+        ),
+        None => format!(
+            "MinCPUsNode={} MinMemoryNode={per_node} MinTmpDiskNode=0",
+            resources.cpus_per_node
+        ),
+    });
     lines.push(format!("ReqTRES={}", requested_tres(job)));
     lines.push(format!(
         "AllocTRES={}",
@@ -169,6 +196,38 @@ pub fn show_job(
         push_section(&mut out, "BatchScript:", text);
     }
     out
+}
+
+/// `scontrol show job -d`: a line per node of the running attempt, as
+/// Slurm's details print them: `Nodes=gpu01 CPUs=4 Mem=0 GRES=gpu:2(IDX:0-1)`
+/// (corral does not pin CPUs, so it counts them where Slurm lists `CPU_IDs`).
+pub fn detail_lines(job: &Job) -> Vec<String> {
+    let Some(attempt) = job
+        .current_attempt()
+        .filter(|_| matches!(job.state, JobState::Running | JobState::Completing))
+    else {
+        return Vec::new();
+    };
+    attempt
+        .allocation
+        .iter()
+        .map(|node| {
+            let mut line = format!(
+                "  Nodes={} CPUs={} Mem={}",
+                node.node, node.cpus, node.memory_mb
+            );
+            if !node.gpus.is_empty() {
+                let ids = super::queue_fields::task_ranges(&node.gpus, None);
+                let kind = job
+                    .resources
+                    .gpu_type
+                    .as_ref()
+                    .map_or(String::new(), |t| format!("{t}:"));
+                line.push_str(&format!(" GRES=gpu:{kind}{}(IDX:{ids})", node.gpus.len()));
+            }
+            line
+        })
+        .collect()
 }
 
 fn push_section(out: &mut String, title: &str, text: &str) {
@@ -281,6 +340,8 @@ JobId=1 JobName=train
    ReqNodeList=(null) ExcNodeList=(null) Features=(null)
    NodeList=n[1,4] BatchHost=n1
    NumNodes=2 NumCPUs=2 NumTasks=2 CPUs/Task=1 OverSubscribe=OK
+   ReqB:S:C:T=0:0:*:*
+   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0
    ReqTRES=cpu=2,mem=0,node=2,gres/gpu=16
    AllocTRES=cpu=2,mem=0,node=2,gres/gpu=16
    TresPerNode=gres/gpu:8
@@ -321,6 +382,8 @@ JobId=5 ArrayJobId=5 ArrayTaskId=1 JobName=sweep
    ReqNodeList=(null) ExcNodeList=(null) Features=ib&h100
    NodeList=(null) BatchHost=(null)
    NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 OverSubscribe=OK
+   ReqB:S:C:T=0:0:*:*
+   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0
    ReqTRES=cpu=1,mem=0,node=1,gres/gpu=1
    AllocTRES=(null)
    TresPerNode=gres/gpu:1

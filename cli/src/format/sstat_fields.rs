@@ -485,6 +485,7 @@ mod tests {
             node: node.into(),
             usage: TaskUsage {
                 rank,
+                leader: 100 + rank,
                 pids: vec![100 + rank],
                 cpu_ms: cpu_s * 1000 + 400,
                 rss_kib,

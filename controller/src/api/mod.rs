@@ -12,6 +12,7 @@ mod job_target;
 mod jobs;
 mod nodes;
 pub mod planning_limits;
+mod priorities;
 mod signal;
 mod signal_targets;
 mod start_estimates;
@@ -29,8 +30,9 @@ use corral_proto::api::{
     CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
     ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent,
     ListAssociationsReply, ListJobsReply, ListJobsRequest, ListNodesReply, ListNodesRequest,
-    ReportCheckpointRequest, SetNodeStateRequest, SignalJobsReply, SignalJobsRequest,
-    StartEstimatesReply, SubmitJobReply, SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
+    PrioritiesReply, PrioritiesRequest, ReportCheckpointRequest, SetNodeStateRequest,
+    ShareTreeReply, SignalJobsReply, SignalJobsRequest, StartEstimatesReply, SubmitJobReply,
+    SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -179,6 +181,22 @@ impl Corral for ApiService {
         start_estimates::start_estimates(&self.ctx, &caller.identity.name, request.into_inner())
             .await
             .map(Response::new)
+    }
+
+    async fn priorities(
+        &self,
+        request: Request<PrioritiesRequest>,
+    ) -> Result<Response<PrioritiesReply>, Status> {
+        Caller::of(&request)?;
+        priorities::priorities(&self.ctx, request.into_inner()).map(Response::new)
+    }
+
+    async fn share_tree(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<ShareTreeReply>, Status> {
+        Caller::of(&request)?;
+        priorities::share_tree(&self.ctx).map(Response::new)
     }
 
     type WatchJobsStream = JobStream;

@@ -62,11 +62,17 @@ impl Allocations {
         )
     }
 
+    /// Forgets the holds of attempts that no longer run here (`live` says
+    /// which do), but `key`'s.
+    pub fn sweep(&self, key: AttemptKey, live: impl Fn(AttemptKey) -> bool) {
+        self.table().retain(|k, _| *k == key || live(*k));
+    }
+
     /// A login node's command attaches to `key`; refused while another one
     /// holds it or after it was released. `live` says which attempts still run
     /// here: the holds of the others are forgotten.
     pub fn attach(&self, key: AttemptKey, live: impl Fn(AttemptKey) -> bool) -> Result<(), String> {
-        self.table().retain(|k, _| *k == key || live(*k));
+        self.sweep(key, live);
         let hold = self.hold(key);
         let mut refusal = None;
         hold.send_if_modified(|hold| {
@@ -102,17 +108,20 @@ impl Allocations {
     }
 
     /// The holder of `key` waits for its release, or for `patience` when no
-    /// command attaches in that time; its hold is then forgotten.
+    /// command attaches in that time (which releases it with status 1). The
+    /// hold stays, released, until a sweep finds its attempt ended: a late
+    /// attach is refused, not taken.
     pub async fn await_release(&self, key: AttemptKey, patience: Duration) -> Release {
-        let mut hold = self.hold(key).subscribe();
+        let sender = self.hold(key);
+        let mut hold = sender.subscribe();
         let deadline = tokio::time::Instant::now() + patience;
-        let release = loop {
+        loop {
             let (attached, release) = {
                 let hold = hold.borrow_and_update();
                 (hold.attached, hold.release.clone())
             };
             if let Some(release) = release {
-                break release;
+                return release;
             }
             let changed = if attached {
                 hold.changed().await.is_ok()
@@ -123,17 +132,22 @@ impl Allocations {
                 )
             };
             if !changed {
-                break Release {
+                let gave_up = Release {
                     code: 1,
                     why: Some(format!(
                         "no srun or salloc attached to this allocation within {} s: the command that asked for it went away",
                         patience.as_secs()
                     )),
                 };
+                sender.send_if_modified(|hold| {
+                    if hold.release.is_some() {
+                        return false;
+                    }
+                    hold.release = Some(gave_up);
+                    true
+                });
             }
-        };
-        self.table().remove(&key);
-        release
+        }
     }
 }
 
@@ -150,13 +164,16 @@ mod tests {
         allocations.attach(KEY, |_| true).unwrap();
         let release = Release { code: 3, why: None };
         allocations.release(KEY, release.clone());
-        // Released before the holder asked: it still gets it, once.
+        // Released before the holder asked: it still gets it.
         assert_eq!(
             allocations
                 .await_release(KEY, Duration::from_secs(60))
                 .await,
             release
         );
+        // The released hold stays until its attempt ends: no late attach.
+        assert!(allocations.attach(KEY, |_| true).is_err());
+        allocations.sweep((JobId(0), 0), |k| k != KEY);
 
         let waiting = {
             let allocations = allocations.clone();
@@ -184,6 +201,9 @@ mod tests {
             .await;
         assert_eq!(release.code, 1);
         assert!(release.why.unwrap().contains("went away"));
+        // A command that comes after that is told, not attached to nothing.
+        let late = allocations.attach(KEY, |_| true).unwrap_err();
+        assert!(late.contains("already released"), "{late}");
     }
 
     #[test]

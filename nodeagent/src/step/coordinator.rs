@@ -20,14 +20,14 @@ use corral_proto::agent::{Launch, read_frame, write_frame};
 use corral_proto::step::{SrunRequest, StepControl, StepEvent, StepLaunch};
 use corral_state::ids::JobId;
 use corral_state::slurm::signal::Signal;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, watch};
 
 use super::allocation::{ATTACH_PATIENCE, Allocations, Release};
 use super::peer::run_remote_share;
 use super::shape::plan_step;
-use super::tasks::run_node_share;
+use super::tasks::{InputPiece, run_node_share};
 use crate::gpu::GpuSample;
 use crate::job::environment::{LaunchContext, allocation_environment};
 use crate::supervisor::Supervisor;
@@ -128,6 +128,10 @@ const CHECKPOINT_COMMIT_PATIENCE: std::time::Duration = std::time::Duration::fro
 /// commits, a moment before the launch reaches the agent).
 const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
 
+/// What the batch script of an allocation `srun` or `salloc` created runs:
+/// only such jobs may be held from a login node.
+const ALLOCATION_HOLDER: &str = "corral allocation-hold";
+
 /// How often an attached login node's hold looks whether its attempt still runs.
 const HOLD_CHECK: Duration = Duration::from_millis(250);
 
@@ -161,21 +165,39 @@ where
             Ok(())
         }
         (Some(StepControl::AwaitRelease { job, attempt }), Caller::Local(uid)) => {
-            let answer = match service.supervisor.step_attempt((job, attempt)) {
+            let key = (job, attempt);
+            let supervisor = &service.supervisor;
+            let launch = match supervisor.step_attempt(key) {
                 Some(launch) if caller.may_use(&launch.job.spec.user, launch.job.spec.uid) => {
-                    let release = service
-                        .allocations
-                        .await_release((job, attempt), ATTACH_PATIENCE)
-                        .await;
-                    StepEvent::Released(release.code, release.why)
+                    launch
                 }
-                Some(_) => StepEvent::Refused(format!("uid {uid} may not hold job {job}")),
-                None => StepEvent::Refused(format!(
-                    "job {job} attempt {attempt} does not run on {}",
-                    service.supervisor.node()
-                )),
+                Some(_) => {
+                    let refusal = StepEvent::Refused(format!("uid {uid} may not hold job {job}"));
+                    write_frame(&mut writer, &refusal).await?;
+                    return Ok(());
+                }
+                None => {
+                    let refusal = StepEvent::Refused(format!(
+                        "job {job} attempt {attempt} does not run on {}",
+                        supervisor.node()
+                    ));
+                    write_frame(&mut writer, &refusal).await?;
+                    return Ok(());
+                }
             };
-            write_frame(&mut writer, &answer).await?;
+            drop(launch);
+            let allocations = &service.allocations;
+            allocations.sweep(key, |k| supervisor.step_attempt(k).is_some());
+            // The holder going away (killed with its attempt) ends the wait.
+            let mut reader = reader;
+            let mut byte = [0u8; 1];
+            tokio::select! {
+                release = allocations.await_release(key, ATTACH_PATIENCE) => {
+                    let answer = StepEvent::Released(release.code, release.why);
+                    write_frame(&mut writer, &answer).await?;
+                }
+                _ = reader.read(&mut byte) => {}
+            }
             Ok(())
         }
         (Some(StepControl::Usage { job }), _) => {
@@ -188,8 +210,17 @@ where
         }
         (first, _) => {
             let what = match first {
-                None => "nothing".to_string(),
-                Some(first) => format!("{first:?}").chars().take(40).collect(),
+                None => "nothing",
+                Some(StepControl::Run(_)) => "Run",
+                Some(StepControl::Launch(_)) => "Launch",
+                Some(StepControl::Signal(_)) => "Signal",
+                Some(StepControl::Checkpoint { .. }) => "Checkpoint",
+                Some(StepControl::Attach { .. }) => "Attach",
+                Some(StepControl::Release(_)) => "Release",
+                Some(StepControl::AwaitRelease { .. }) => "AwaitRelease",
+                Some(StepControl::Usage { .. }) => "Usage",
+                Some(StepControl::Stdin(_)) => "Stdin",
+                Some(StepControl::StdinEnd) => "StdinEnd",
             };
             let refusal = StepEvent::Refused(format!(
                 "{} may not open a step request with {what}",
@@ -295,6 +326,10 @@ where
         Some(format!(
             "job {job}'s allocation is held on its first node, not on {node}"
         ))
+    } else if !launch.script.script.contains(ALLOCATION_HOLDER) {
+        Some(format!(
+            "job {job} is a batch job, not an allocation of srun or salloc; run steps in it with srun --jobid={job}"
+        ))
     } else {
         service
             .allocations
@@ -333,6 +368,8 @@ where
             _ = check.tick() => {
                 if supervisor.step_attempt(key).is_none() {
                     let why = format!("job {job} attempt {} ended on {node}", key.1);
+                    let ended = Release { code: 0, why: Some(why.clone()) };
+                    service.allocations.release(key, ended);
                     write_frame(&mut writer, &StepEvent::Released(0, Some(why))).await?;
                     return Ok(());
                 }
@@ -395,13 +432,26 @@ where
     let key = (step.job, step.attempt);
     let (events_tx, mut events) = mpsc::channel(256);
     let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
+    // Only the shares with a task the input reaches get it.
+    let mut inputs: Vec<mpsc::Sender<InputPiece>> = Vec::new();
     for (node, route) in step.layout.nodes.iter().zip(routes) {
         let (control_tx, control) = mpsc::channel(16);
         controls.push(control_tx);
+        let (input_tx, input) = mpsc::channel(INPUT_PIECES);
+        if reads_input(&step, node) {
+            inputs.push(input_tx);
+        }
         let events = events_tx.clone();
         match route {
             Route::Here => {
-                let share = run_node_share(supervisor.clone(), key, step.clone(), events, control);
+                let share = run_node_share(
+                    supervisor.clone(),
+                    key,
+                    step.clone(),
+                    events,
+                    control,
+                    input,
+                );
                 tokio::spawn(share);
             }
             Route::Peer(endpoint, address) => {
@@ -412,18 +462,36 @@ where
                     step.clone(),
                     events,
                     control,
+                    input,
                 );
                 tokio::spawn(share);
             }
         }
     }
     drop(events_tx);
-    // srun's signals; its connection closing aborts the step.
+    // srun's signals and input; its connection closing aborts the step. The
+    // input is passed on with back-pressure (a task that does not read its
+    // input holds srun's up), the signals never wait on it.
     let (signals_tx, mut signals) = mpsc::channel::<Signal>(16);
     tokio::spawn(async move {
-        while let Ok(Some(StepControl::Signal(signal))) = read_frame(&mut reader).await {
-            if signals_tx.send(signal).await.is_err() {
-                return;
+        loop {
+            match read_frame(&mut reader).await {
+                Ok(Some(StepControl::Signal(signal))) => {
+                    if signals_tx.send(signal).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(StepControl::Stdin(piece))) => {
+                    for input in &inputs {
+                        let _ = input.send(Some(piece.clone())).await;
+                    }
+                }
+                Ok(Some(StepControl::StdinEnd)) => {
+                    for input in inputs.drain(..) {
+                        let _ = input.send(None).await;
+                    }
+                }
+                _ => return,
             }
         }
     });
@@ -469,6 +537,25 @@ where
         write_frame(&mut writer, &StepEvent::Finished).await?;
     }
     Ok(())
+}
+
+/// How many pieces of input wait for a share at most.
+const INPUT_PIECES: usize = 16;
+
+/// Whether the step's input reaches a task on `node`.
+fn reads_input(step: &StepLaunch, node: &str) -> bool {
+    let Some((first, _)) = step.layout.first_rank_on(node) else {
+        return false;
+    };
+    let count = step
+        .layout
+        .nodes
+        .iter()
+        .position(|n| n == node)
+        .and_then(|i| step.layout.tasks.get(i))
+        .copied()
+        .unwrap_or(0);
+    (first..first.saturating_add(count)).any(|rank| step.input.reaches(rank))
 }
 
 /// Where the other nodes' agents take steps: node → address.
@@ -568,6 +655,7 @@ fn plan(
         argv: request.argv.clone(),
         env: request.env.clone(),
         workdir: request.workdir.clone(),
+        input: request.input,
     };
     Ok((step, routes))
 }

@@ -22,11 +22,14 @@ use corral_state::slurm::signal::Signal;
 use tokio::sync::mpsc;
 
 use super::coordinator::{Caller, StepService, handle};
-use super::tasks::run_node_share;
+use super::tasks::{InputPiece, run_node_share};
 use crate::supervisor::Supervisor;
 
 /// How long a step launch waits for this node's own launch of the attempt.
 const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long a user's stream may take to send its request.
+const FIRST_FRAME_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How long connecting to another node's agent may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -55,10 +58,18 @@ pub async fn serve(endpoint: quinn::Endpoint, service: StepService) {
             while let Ok((send, recv)) = connection.accept_bi().await {
                 let service = service.clone();
                 let identity = identity.clone();
-                if identity.role == Role::Agent {
-                    tokio::spawn(serve_share(service.supervisor, identity.name, send, recv));
-                } else {
-                    tokio::spawn(serve_user(service, identity, send, recv));
+                match identity.role {
+                    Role::Agent => {
+                        tokio::spawn(serve_share(service.supervisor, identity.name, send, recv));
+                    }
+                    Role::User | Role::Operator | Role::Admin => {
+                        tokio::spawn(serve_user(service, identity, send, recv));
+                    }
+                    Role::Controller => {
+                        tracing::warn!(%identity, "refused a step stream: controllers send none");
+                        connection.close(1u32.into(), b"not a step client");
+                        return;
+                    }
                 }
             }
         });
@@ -73,7 +84,14 @@ async fn serve_user(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    let first = match read_frame::<_, StepControl>(&mut recv).await {
+    let first = match tokio::time::timeout(FIRST_FRAME_PATIENCE, read_frame(&mut recv)).await {
+        Err(_) => {
+            tracing::debug!(%identity, "a step stream sent no request in time");
+            return;
+        }
+        Ok(read) => read,
+    };
+    let first = match first {
         Ok(Some(StepControl::Launch(_))) => {
             tracing::warn!(%identity, "refused a step share: not an agent");
             let refusal = StepEvent::Refused("only agents send step shares".into());
@@ -127,15 +145,30 @@ async fn serve_share(
     }
     let (events_tx, mut events) = mpsc::channel(256);
     let (control_tx, control) = mpsc::channel(16);
-    // The coordinator's signals; the stream ending before the share does aborts it.
+    let (input_tx, input) = mpsc::channel(16);
+    // The coordinator's signals and input; the stream ending before the share
+    // does aborts it.
     tokio::spawn(async move {
-        while let Ok(Some(StepControl::Signal(signal))) = read_frame(&mut recv).await {
-            if control_tx.send(signal).await.is_err() {
-                return;
+        loop {
+            match read_frame(&mut recv).await {
+                Ok(Some(StepControl::Signal(signal))) => {
+                    if control_tx.send(signal).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(StepControl::Stdin(piece))) => {
+                    let _ = input_tx.send(Some(piece)).await;
+                }
+                Ok(Some(StepControl::StdinEnd)) => {
+                    let _ = input_tx.send(None).await;
+                }
+                _ => return,
             }
         }
     });
-    tokio::spawn(run_node_share(supervisor, key, launch, events_tx, control));
+    tokio::spawn(run_node_share(
+        supervisor, key, launch, events_tx, control, input,
+    ));
     while let Some(event) = events.recv().await {
         let last = matches!(event, StepEvent::Finished | StepEvent::NodeLost { .. });
         if write_frame(&mut send, &event).await.is_err() || last {
@@ -209,8 +242,10 @@ pub async fn run_remote_share(
     launch: StepLaunch,
     events: mpsc::Sender<StepEvent>,
     control: mpsc::Receiver<Signal>,
+    input: mpsc::Receiver<InputPiece>,
 ) {
-    if let Err(message) = remote_share(&endpoint, &node, &address, launch, &events, control).await {
+    let share = remote_share(&endpoint, &node, &address, launch, &events, control, input);
+    if let Err(message) = share.await {
         let _ = events.send(StepEvent::NodeLost { node, message }).await;
     }
 }
@@ -222,6 +257,7 @@ async fn remote_share(
     launch: StepLaunch,
     events: &mpsc::Sender<StepEvent>,
     mut control: mpsc::Receiver<Signal>,
+    mut input: mpsc::Receiver<InputPiece>,
 ) -> Result<(), String> {
     let target = resolve(address).await?;
     let connecting = endpoint
@@ -242,11 +278,22 @@ async fn remote_share(
     // went away) closes the connection, which aborts the share there.
     let closer = connection.clone();
     let forwarder = tokio::spawn(async move {
-        while let Some(signal) = control.recv().await {
-            if write_frame(&mut send, &StepControl::Signal(signal))
-                .await
-                .is_err()
-            {
+        let mut input_open = true;
+        loop {
+            let frame = tokio::select! {
+                signal = control.recv() => match signal {
+                    Some(signal) => StepControl::Signal(signal),
+                    None => break,
+                },
+                piece = input.recv(), if input_open => match piece {
+                    Some(Some(piece)) => StepControl::Stdin(piece),
+                    Some(None) | None => {
+                        input_open = false;
+                        StepControl::StdinEnd
+                    }
+                },
+            };
+            if write_frame(&mut send, &frame).await.is_err() {
                 return;
             }
         }

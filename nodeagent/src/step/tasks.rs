@@ -34,14 +34,20 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// How much output one event carries at most.
 const CHUNK_BYTES: usize = 64 * 1024;
 
+/// `srun`'s standard input as it reaches a node's share: a piece, or `None`
+/// at its end.
+pub type InputPiece = Option<Vec<u8>>;
+
 /// Runs this node's tasks of `launch` in attempt `key`, sending their output
-/// and exits to `events`, and forwarding the signals received on `control`.
+/// and exits to `events`, forwarding the signals received on `control`, and
+/// writing `input` to the tasks the step's input reaches.
 pub async fn run_node_share(
     supervisor: Supervisor,
     key: AttemptKey,
     launch: StepLaunch,
     events: mpsc::Sender<StepEvent>,
     mut control: mpsc::Receiver<Signal>,
+    input: mpsc::Receiver<InputPiece>,
 ) {
     let node = supervisor.node().to_string();
     let lost = |message: String| StepEvent::NodeLost {
@@ -74,6 +80,7 @@ pub async fn run_node_share(
     let mut running: JoinSet<(u32, ExitStatus)> = JoinSet::new();
     // Live tasks' groups, by rank.
     let mut groups: BTreeMap<u32, i32> = BTreeMap::new();
+    let mut stdins = Vec::new();
     for task in placements(&launch.layout, &node) {
         let user = match &user {
             Ok(user) => user.clone(),
@@ -105,6 +112,7 @@ pub async fn run_node_share(
             env,
             workdir: PathBuf::from(&launch.workdir),
             user,
+            piped_stdin: launch.input.reaches(task.procid),
         };
         if !supervisor.begin_task(key) {
             let message = format!("job {} is ending; the task was not started", key.0);
@@ -116,7 +124,8 @@ pub async fn run_node_share(
                 supervisor.task_not_started(key);
                 let _ = events.send(failed(task.procid, e.to_string())).await;
             }
-            Ok((process, output)) => {
+            Ok((process, mut output)) => {
+                stdins.extend(output.stdin.take());
                 let group = process.pid() as i32;
                 let id = TaskId {
                     step: launch.layout.step,
@@ -137,6 +146,7 @@ pub async fn run_node_share(
             }
         }
     }
+    tokio::spawn(write_input(input, stdins));
     let mut control_open = true;
     loop {
         tokio::select! {
@@ -163,6 +173,26 @@ pub async fn run_node_share(
         }
     }
     let _ = events.send(StepEvent::Finished).await;
+}
+
+/// Writes each piece of `input` to every one of `stdins` (a task that closed
+/// its input, or ended, is skipped from then on) and closes them at its end.
+/// A task that does not read blocks this writer only: its pipe fills, and
+/// `srun` stops sending, as Slurm's does.
+async fn write_input(
+    mut input: mpsc::Receiver<InputPiece>,
+    mut stdins: Vec<tokio::process::ChildStdin>,
+) {
+    use tokio::io::AsyncWriteExt;
+    while let Some(Some(piece)) = input.recv().await {
+        let mut open = Vec::with_capacity(stdins.len());
+        for mut stdin in stdins {
+            if stdin.write_all(&piece).await.is_ok() {
+                open.push(stdin);
+            }
+        }
+        stdins = open;
+    }
 }
 
 /// SIGTERM now and SIGKILL after [`ABORT_GRACE`] to those of `groups` that

@@ -39,7 +39,7 @@ pub async fn of_job(service: &StepService, job: JobId, caller: &Caller) -> StepE
     };
     let task = |rank: u32, group: &i32| -> TaskUsage {
         let used = usage.get(group).cloned().unwrap_or_default();
-        to_task(rank, used)
+        to_task(rank, u32::try_from(*group).unwrap_or_default(), used)
     };
     let mut steps: Vec<StepUsage> = Vec::new();
     if let Some(group) = &targets.batch {
@@ -83,9 +83,10 @@ pub async fn of_job(service: &StepService, job: JobId, caller: &Caller) -> StepE
     }))
 }
 
-fn to_task(rank: u32, used: GroupUsage) -> TaskUsage {
+fn to_task(rank: u32, leader: u32, used: GroupUsage) -> TaskUsage {
     TaskUsage {
         rank,
+        leader,
         pids: used.pids,
         cpu_ms: used.cpu_ms,
         rss_kib: used.rss_kib,

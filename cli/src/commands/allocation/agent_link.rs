@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
+use corral_proto::agent::{read_frame, write_frame};
 use corral_proto::api::ListNodesRequest;
-use corral_proto::step::STEP_ALPN;
+use corral_proto::step::{NodeUsage, STEP_ALPN, StepControl, StepEvent};
 use corral_state::job::{Job, JobState};
 
 use crate::connection::Cluster;
@@ -102,4 +103,22 @@ pub async fn connect(cluster: &Cluster, node: &str) -> anyhow::Result<AgentLink>
         connection,
         _endpoint: endpoint,
     })
+}
+
+/// What job `job`'s processes on `node` use now, from its agent (sstat,
+/// scontrol listpids).
+pub async fn job_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Result<NodeUsage> {
+    let link = connect(cluster, node).await?;
+    let (mut send, mut recv) = link.open().await?;
+    let request = StepControl::Usage {
+        job: corral_state::ids::JobId(job),
+    };
+    write_frame(&mut send, &request).await?;
+    let answer = read_frame::<_, StepEvent>(&mut recv).await?;
+    link.connection.close(0u32.into(), b"done");
+    match answer {
+        Some(StepEvent::Usage(usage)) => Ok(*usage),
+        Some(StepEvent::Refused(reason)) => Err(anyhow::anyhow!("{reason}")),
+        other => Err(anyhow::anyhow!("unexpected answer {other:?}")),
+    }
 }

@@ -74,8 +74,12 @@ pub async fn create(cluster: &Cluster, request: AllocationRequest) -> anyhow::Re
     // Caught from before the job exists, so an interrupt never leaves one behind.
     let mut interrupts = Interrupts::catch()?;
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    // The holder prints nothing worth a file in the user's directory, and
+    // runs where every node has a directory.
+    let mut options = request.options.clone();
+    options.extend(["--output=/dev/null".to_string(), "--chdir=/".to_string()]);
     let submission = SubmitJobRequest {
-        args: request.options.clone(),
+        args: options,
         script_path: request.command.clone(),
         script_text: holder::script(),
         ..super::submit::from_this_shell(&cwd)
@@ -113,10 +117,15 @@ pub async fn create(cluster: &Cluster, request: AllocationRequest) -> anyhow::Re
     }
     say(format!("job {id} queued and waiting for resources"));
     let started = tokio::select! {
-        job = super::wait::until(cluster, id, |j| j.state == JobState::Running) => job?,
+        job = super::wait::until(cluster, id, |j| j.state == JobState::Running) => match job {
+            Ok(job) => job,
+            Err(error) => {
+                give_up(cluster, program, id).await;
+                return Err(error);
+            }
+        },
         () = interrupts.recv() => {
-            cancel(cluster, id).await;
-            eprintln!("{program}: Job allocation {id} has been revoked.");
+            give_up(cluster, program, id).await;
             return Ok(Allocated::NotStarted(ExitCode::from(1)));
         }
     };
@@ -128,7 +137,14 @@ pub async fn create(cluster: &Cluster, request: AllocationRequest) -> anyhow::Re
         return Ok(Allocated::NotStarted(ExitCode::from(1)));
     }
     say(format!("job {id} has been allocated resources"));
-    match attach(cluster, started, program).await {
+    let attached = tokio::select! {
+        attached = attach(cluster, started, program) => attached,
+        () = interrupts.recv() => {
+            give_up(cluster, program, id).await;
+            return Ok(Allocated::NotStarted(ExitCode::from(1)));
+        }
+    };
+    match attached {
         Ok(allocation) => {
             if program == "salloc" {
                 say(format!("Granted job allocation {id}"));
@@ -136,10 +152,22 @@ pub async fn create(cluster: &Cluster, request: AllocationRequest) -> anyhow::Re
             Ok(Allocated::Running(Box::new(allocation)))
         }
         Err(error) => {
-            cancel(cluster, id).await;
-            eprintln!("{program}: error: {error:#}; job {id} was cancelled");
+            eprintln!("{program}: error: {error:#}");
+            give_up(cluster, program, id).await;
             Ok(Allocated::NotStarted(ExitCode::from(1)))
         }
+    }
+}
+
+/// Cancels job `id`, which this command no longer waits for, and says so
+/// (or how to cancel it, when the cluster could not be told).
+async fn give_up(cluster: &Cluster, program: &str, id: u64) {
+    if cancel(cluster, id).await {
+        eprintln!("{program}: Job allocation {id} has been revoked.");
+    } else {
+        eprintln!(
+            "{program}: error: could not cancel job {id}, which may still be queued: run `scancel {id}`"
+        );
     }
 }
 
@@ -200,6 +228,8 @@ impl Allocation {
         if self.revoked.borrow().is_none() {
             let sent = write_frame(&mut self.hold, &StepControl::Release(code)).await;
             let _ = self.hold.finish();
+            // Closing the connection drops what the agent has not acknowledged.
+            let _ = tokio::time::timeout(RELEASE_PATIENCE, self.hold.stopped()).await;
             if let Err(e) = sent {
                 eprintln!(
                     "{}: error: could not release job {id} on {}: {e}; it ends with its time limit, or `scancel {id}`",
@@ -217,39 +247,55 @@ impl Allocation {
 /// How long a released allocation's command waits for its job to end.
 const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// SIGINT and SIGTERM, caught.
+/// SIGINT, SIGTERM, SIGHUP (the terminal closed) and SIGQUIT, caught while
+/// the allocation is being made: each gives it up.
 struct Interrupts {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
+    signals: Vec<tokio::signal::unix::Signal>,
 }
 
 impl Interrupts {
     fn catch() -> anyhow::Result<Interrupts> {
-        Ok(Interrupts {
-            int: signal(SignalKind::interrupt()).context("cannot catch SIGINT")?,
-            term: signal(SignalKind::terminate()).context("cannot catch SIGTERM")?,
-        })
+        let kinds = [
+            ("SIGINT", SignalKind::interrupt()),
+            ("SIGTERM", SignalKind::terminate()),
+            ("SIGHUP", SignalKind::hangup()),
+            ("SIGQUIT", SignalKind::quit()),
+        ];
+        let signals = kinds
+            .into_iter()
+            .map(|(name, kind)| signal(kind).with_context(|| format!("cannot catch {name}")))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Interrupts { signals })
     }
 
     /// The next one.
     async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-        }
+        let waits = self.signals.iter_mut().map(|s| Box::pin(s.recv()));
+        let mut waits: Vec<_> = waits.collect();
+        std::future::poll_fn(|cx| {
+            for wait in &mut waits {
+                if wait.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(());
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await;
     }
 }
 
-/// Cancels job `id`, quietly: the caller says what happened.
-async fn cancel(cluster: &Cluster, id: u64) {
+/// Cancels job `id`; whether the cluster took it (cancelling twice is
+/// harmless, so it is retried like a read).
+async fn cancel(cluster: &Cluster, id: u64) -> bool {
     let request = CancelJobsRequest {
         jobs: vec![id.to_string()],
         ..CancelJobsRequest::default()
     };
-    let _ = cluster
-        .call(Retry::Once, |mut c| {
+    cluster
+        .call(Retry::Idempotent, |mut c| {
             let request = request.clone();
             async move { c.cancel_jobs(request).await }
         })
-        .await;
+        .await
+        .is_ok_and(|reply| reply.errors.is_empty())
 }

@@ -19,6 +19,9 @@ use crate::args::{LocalAction, LocalGpuBackend, LocalUpArgs};
 
 mod netns;
 mod process;
+mod site_config;
+
+use site_config::SiteConfig;
 
 pub use netns::Network;
 pub use process::{Launch, restart};
@@ -163,6 +166,11 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
              to two nodes: drop --nodes, or use --gpu-backend simulated for more nodes"
         );
     }
+    if args.config.is_some() && args.gpu_backend == LocalGpuBackend::Nvml {
+        bail!(
+            "--config gives every node of the file simulated GPUs of its type; drop --gpu-backend nvml"
+        );
+    }
     let node_gpus = node_gpus(args)?;
     let dir = absolute(&args.dir)?;
     if status(&dir)?.iter().any(|p| p.running) {
@@ -189,7 +197,6 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         None => sibling_binary("corrald")?,
     };
     let user = current_user();
-    let nodes = node_names(node_count);
     let mut users = vec![user.clone()];
     for extra in ["alice", "bob"] {
         if !users.iter().any(|u| u == extra) {
@@ -201,6 +208,37 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     principals.push((ADMIN.to_string(), Role::Admin));
     // The administrator may submit too (the demo does).
     users.push(ADMIN.to_string());
+    let site = match &args.config {
+        Some(path) => Some(SiteConfig::load(path, &users)?),
+        None => None,
+    };
+    // Each node with what its agent reports: the site's nodes, or N alike.
+    let agents: Vec<(String, AgentShape)> = match &site {
+        Some(site) => site
+            .nodes
+            .iter()
+            .map(|n| {
+                let shape = AgentShape {
+                    gpus: n.agent_gpus(),
+                    cpus: n.cpus,
+                    memory_mb: n.memory_mb,
+                };
+                (n.name.clone(), shape)
+            })
+            .collect(),
+        None => node_names(node_count)
+            .into_iter()
+            .map(|name| {
+                let shape = AgentShape {
+                    gpus: node_gpus.agent_spec(),
+                    cpus: NODE_CPUS,
+                    memory_mb: NODE_MEMORY_MB,
+                };
+                (name, shape)
+            })
+            .collect(),
+    };
+    let nodes: Vec<String> = agents.iter().map(|(name, _)| name.clone()).collect();
     let controller_ids: Vec<u64> = (1..=u64::from(args.controllers)).collect();
     // From here on, a failure stops what was started.
     let mut started = StopOnFailure {
@@ -228,7 +266,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     corral_pki::write_dev_bundle(
         &dir.join("certs"),
         &BundleSpec {
-            cluster_name: "local".into(),
+            cluster_name: site.as_ref().map_or("local", |s| s.cluster_name()).into(),
             controllers: controller_ids
                 .iter()
                 .map(|id| (*id, controller_ip(*id).into_iter().collect()))
@@ -264,7 +302,10 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
-        let text = config_text(*id, &replicas, &nodes, &node_gpus, &users, &dir);
+        let text = match &site {
+            Some(site) => site.controller_text(*id, &replicas, &dir)?,
+            None => config_text(*id, &replicas, &nodes, &node_gpus, &users, &dir),
+        };
         std::fs::write(config_dir.join("corral.toml"), text)?;
         process::spawn(
             &dir,
@@ -293,18 +334,11 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             None => sibling_binary("corral-agent")?,
         };
         std::fs::create_dir_all(dir.join("checkpoints"))?;
-        for node in &nodes {
+        for (node, shape) in &agents {
             let place = network
                 .as_ref()
                 .and_then(|n| n.members.get(&format!("agent-{node}")));
-            start_agent(
-                &dir,
-                &agent,
-                node,
-                &addresses,
-                &node_gpus.agent_spec(),
-                place,
-            )?;
+            start_agent(&dir, &agent, node, &addresses, shape, place)?;
         }
     }
     // sbatch, srun, ... for the jobs and the shells of this cluster.
@@ -434,19 +468,27 @@ fn node_gpus(args: &LocalUpArgs) -> anyhow::Result<NodeGpus> {
     }
 }
 
-/// Starts the agent of `node` with GPUs `gpus` (its `--gpus` value).
+/// What a node's agent reports: its `--gpus` value, CPUs and memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AgentShape {
+    gpus: String,
+    cpus: u32,
+    memory_mb: u64,
+}
+
+/// Starts the agent of `node` as `shape` says.
 fn start_agent(
     dir: &Path,
     agent: &Path,
     node: &str,
     addresses: &[String],
-    gpus: &str,
+    shape: &AgentShape,
     place: Option<&netns::Member>,
 ) -> anyhow::Result<()> {
     let certs = dir.join("certs");
     let state_dir = dir.join("agents").join(node);
     std::fs::create_dir_all(&state_dir)?;
-    let gpus = gpus.to_string();
+    let gpus = shape.gpus.clone();
     let path = |p: PathBuf| p.display().to_string();
     let args = vec![
         "--controllers".to_string(),
@@ -467,9 +509,9 @@ fn start_agent(
         "--step-listen".into(),
         place.map_or_else(|| "127.0.0.1:0".into(), |m| format!("{}:6818", m.ip)),
         "--cpus".into(),
-        NODE_CPUS.to_string(),
+        shape.cpus.to_string(),
         "--memory-mb".into(),
-        NODE_MEMORY_MB.to_string(),
+        shape.memory_mb.to_string(),
     ];
     let env = std::env::var("RUST_LOG")
         .ok()

@@ -7,6 +7,7 @@
 mod hosts;
 mod nodes;
 mod parse;
+mod processes;
 
 use std::process::ExitCode;
 
@@ -57,9 +58,16 @@ async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCo
             );
         }
         Request::Hostlist { list, sorted } => println!("{}", hosts::hostlist(&list, sorted)?),
-        Request::ShowJob { job, oneliner } => {
+        Request::ShowJob {
+            job,
+            oneliner,
+            details,
+        } => {
             let (record, _script) = jobs::fetch(&connect()?, job).await?;
-            let text = show_job(&record, None, None, Timestamp(when::now_ms()));
+            let mut text = show_job(&record, None, None, Timestamp(when::now_ms()));
+            if details {
+                text = with_details(&text, &crate::format::show_job::detail_lines(&record));
+            }
             if oneliner {
                 println!("{}", one_line(&text));
             } else {
@@ -80,6 +88,12 @@ async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCo
             reason,
         } => return nodes::update_nodes(&connect()?, &list, &state, reason).await,
         Request::Ping => return nodes::ping(&connect()?).await,
+        Request::WriteBatchScript { job, file } => {
+            return processes::write_batch_script(&connect()?, job, file.as_deref()).await;
+        }
+        Request::ListPids { job, step, node } => {
+            return processes::list_pids(&connect()?, job, step, node.as_deref()).await;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -95,6 +109,23 @@ async fn control(cluster: &Cluster, action: jobs::Action, ids: &[u64]) -> anyhow
         }
     }
     Ok(status.map_or(ExitCode::SUCCESS, ExitCode::from))
+}
+
+/// `show job -d`: the per-node lines after the TRES lines, before `WorkDir=`.
+fn with_details(text: &str, details: &[String]) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("WorkDir=") {
+            for detail in details {
+                out.push_str("   ");
+                out.push_str(detail);
+                out.push('\n');
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// `show job -o`: the `Key=Value` lines joined by single spaces.

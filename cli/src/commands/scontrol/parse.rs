@@ -10,7 +10,8 @@ use crate::commands::jobs::Action;
 
 /// What the commands corral's scontrol serves, for error messages.
 pub const SUPPORTED: &str = "show hostnames, show hostlist, show job, show node, show partition, \
-     ping, hold, uhold, release, requeue, update JobId=ID, update NodeName=LIST";
+     ping, hold, uhold, release, requeue, update JobId=ID, update NodeName=LIST, \
+     write batch_script, listpids";
 
 /// `scontrol --help`.
 pub const USAGE: &str = "\
@@ -18,7 +19,12 @@ scontrol (corral): the part of Slurm's scontrol that job scripts use.
 
   scontrol show hostnames [LIST]   one host per line (LIST: $SLURM_JOB_NODELIST by default)
   scontrol show hostlist NAMES     host names as a hostlist expression (hostlistsorted: sorted)
-  scontrol [-o] show job ID        a job's fields (-o: all on one line)
+  scontrol [-o] [-d] show job ID   a job's fields (-o: all on one line; -d: a line per node
+                                   with its CPUs, memory and GPU indexes)
+  scontrol write batch_script ID [FILE]
+                                   the job's batch script to FILE (slurm-ID.sh; - for stdout)
+  scontrol listpids JOB[.STEP] [NODE]
+                                   the job's processes (on NODE, or every node of the job)
   scontrol hold|uhold|release|requeue ID[,ID...]
   scontrol update JobId=ID KEY=VALUE...
                                    KEY: JobName, Comment, TimeLimit, Partition, Account, QOS,
@@ -29,7 +35,7 @@ scontrol (corral): the part of Slurm's scontrol that job scripts use.
   scontrol update NodeName=LIST State=DRAIN|DOWN Reason=TEXT, or State=RESUME (operators)
   scontrol ping                    each controller replica, UP or DOWN (the leader is primary)
 
-Options: -o/--oneliner; -d/--details and -Q/--quiet are accepted and change nothing.
+Options: -o/--oneliner, -d/--details; -Q/--quiet is accepted and changes nothing.
 The cluster is found through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY
 (or the client config file); `show hostnames` and `show hostlist` need no cluster.
 ";
@@ -43,8 +49,20 @@ pub enum Request {
     Hostnames(Option<String>),
     /// `show hostlist LIST` (in the order given) or `show hostlistsorted LIST`.
     Hostlist { list: String, sorted: bool },
-    /// `show job ID`.
-    ShowJob { job: u64, oneliner: bool },
+    /// `show job ID` (`-d`: with a line per node).
+    ShowJob {
+        job: u64,
+        oneliner: bool,
+        details: bool,
+    },
+    /// `write batch_script ID [FILE]` (`-`: standard output).
+    WriteBatchScript { job: u64, file: Option<String> },
+    /// `listpids [JOB[.STEP]] [NODE]`.
+    ListPids {
+        job: Option<u64>,
+        step: Option<Option<u32>>,
+        node: Option<String>,
+    },
     /// `hold`, `uhold`, `release` or `requeue` of a job list.
     Control { action: Action, jobs: Vec<u64> },
     /// `update JobId=ID KEY=VALUE...`: the controller parses the fields.
@@ -91,6 +109,7 @@ fn usage(message: impl Into<String>) -> UsageError {
 /// Parses the arguments after `scontrol`.
 pub fn parse(args: &[String]) -> Result<Request, UsageError> {
     let mut oneliner = false;
+    let mut details = false;
     let mut help = false;
     let mut words: Vec<&str> = Vec::new();
     let mut options_done = false;
@@ -102,14 +121,16 @@ pub fn parse(args: &[String]) -> Result<Request, UsageError> {
         match arg.as_str() {
             "--" => options_done = true,
             "--oneliner" => oneliner = true,
-            "--details" | "--quiet" => {}
+            "--details" => details = true,
+            "--quiet" => {}
             "--help" | "--usage" => help = true,
             long if long.starts_with("--") => return Err(unknown_option(long)),
             short => {
                 for c in short.chars().skip(1) {
                     match c {
                         'o' => oneliner = true,
-                        'd' | 'Q' => {}
+                        'd' => details = true,
+                        'Q' => {}
                         'h' => help = true,
                         _ => return Err(unknown_option(&format!("-{c}"))),
                     }
@@ -127,7 +148,9 @@ pub fn parse(args: &[String]) -> Result<Request, UsageError> {
     };
     let command = command.to_ascii_lowercase();
     match command.as_str() {
-        "show" => parse_show(rest, oneliner),
+        "show" => parse_show(rest, oneliner, details),
+        "write" => parse_write(rest),
+        "listpids" => parse_listpids(rest),
         "hold" | "uhold" => parse_control(&command, Action::Hold, rest),
         "release" => parse_control(&command, Action::Release, rest),
         "requeue" => parse_control(&command, Action::Requeue, rest),
@@ -230,7 +253,7 @@ fn unknown_option(option: &str) -> UsageError {
 }
 
 /// `show ENTITY [VALUE]` or `show ENTITY=VALUE`.
-fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
+fn parse_show(words: &[&str], oneliner: bool, details: bool) -> Result<Request, UsageError> {
     let Some((first, rest)) = words.split_first() else {
         return Err(usage(
             "show what? corral's scontrol shows job ID, node [NAME], partition [NAME], hostnames [LIST] and hostlist NAMES",
@@ -274,6 +297,7 @@ fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
             Ok(Request::ShowJob {
                 job: job_id(text)?,
                 oneliner,
+                details,
             })
         }
         "node" | "nodes" | "nodename" => Ok(Request::ShowNodes {
@@ -289,6 +313,49 @@ fn parse_show(words: &[&str], oneliner: bool) -> Result<Request, UsageError> {
              partition, hostnames and hostlist"
         ))),
     }
+}
+
+/// `write batch_script ID [FILE]`.
+fn parse_write(words: &[&str]) -> Result<Request, UsageError> {
+    match words {
+        [what, job, rest @ ..] if what.eq_ignore_ascii_case("batch_script") && rest.len() <= 1 => {
+            Ok(Request::WriteBatchScript {
+                job: job_id(job)?,
+                file: rest.first().map(|f| f.to_string()),
+            })
+        }
+        _ => Err(usage(
+            "write takes batch_script JOBID [FILE] (FILE - for standard output)",
+        )),
+    }
+}
+
+/// `listpids [JOB[.STEP]] [NODE]` (`*` for every job is not supported: give one).
+fn parse_listpids(words: &[&str]) -> Result<Request, UsageError> {
+    let (job, step) = match words.first() {
+        None => (None, None),
+        Some(text) => {
+            let (job, step) = match text.split_once('.') {
+                Some((job, "batch")) => (job, Some(None)),
+                Some((job, step)) => (
+                    job,
+                    Some(Some(step.parse::<u32>().map_err(|_| {
+                        usage(format!("'{text}' is not JOBID[.STEPID]"))
+                    })?)),
+                ),
+                None => (*text, None),
+            };
+            (Some(job_id(job)?), step)
+        }
+    };
+    if words.len() > 2 {
+        return Err(usage("listpids takes [JOBID[.STEPID]] [NODENAME]"));
+    }
+    Ok(Request::ListPids {
+        job,
+        step,
+        node: words.get(1).map(|n| n.to_string()),
+    })
 }
 
 /// `hold 12,13`, `hold 12 13`.
@@ -340,7 +407,54 @@ mod tests {
     }
 
     fn show_job(job: u64, oneliner: bool) -> Request {
-        Request::ShowJob { job, oneliner }
+        Request::ShowJob {
+            job,
+            oneliner,
+            details: false,
+        }
+    }
+
+    #[test]
+    fn write_listpids_and_details() {
+        assert_eq!(
+            ok("write batch_script 12 -"),
+            Request::WriteBatchScript {
+                job: 12,
+                file: Some("-".into())
+            }
+        );
+        assert_eq!(
+            ok("write batch_script 12"),
+            Request::WriteBatchScript {
+                job: 12,
+                file: None
+            }
+        );
+        assert!(err("write 12").contains("batch_script"));
+        assert_eq!(
+            ok("listpids 12.batch gpu01"),
+            Request::ListPids {
+                job: Some(12),
+                step: Some(None),
+                node: Some("gpu01".into())
+            }
+        );
+        assert_eq!(
+            ok("listpids 12.3"),
+            Request::ListPids {
+                job: Some(12),
+                step: Some(Some(3)),
+                node: None
+            }
+        );
+        assert_eq!(
+            ok("-d show job 5"),
+            Request::ShowJob {
+                job: 5,
+                oneliner: false,
+                details: true
+            }
+        );
     }
 
     #[test]
@@ -362,16 +476,18 @@ mod tests {
 
     #[test]
     fn oneliner_anywhere() {
-        for line in [
-            "-o show job 12",
-            "--oneliner show job 12",
-            "show job 12 -o",
-            "-do show job 12",
-            "-d -Q show -o job=12",
-        ] {
+        for line in ["-o show job 12", "--oneliner show job 12", "show job 12 -o"] {
             assert_eq!(ok(line), show_job(12, true), "{line}");
         }
-        assert_eq!(ok("-d show job 12"), show_job(12, false));
+        for line in ["-do show job 12", "-d -Q show -o job=12"] {
+            let Request::ShowJob {
+                oneliner, details, ..
+            } = ok(line)
+            else {
+                panic!("{line}");
+            };
+            assert!(oneliner && details, "{line}");
+        }
     }
 
     #[test]

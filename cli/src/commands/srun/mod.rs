@@ -28,6 +28,7 @@ use crate::connection::{Cluster, Retry};
 use crate::exit;
 use crate::srun_args::SrunArgs;
 use output::{NOT_STARTED, OutputPrinter, failure_message, task_code};
+use request::InputSource;
 
 /// The signals srun passes on to the tasks.
 const FORWARDED: [Signal; 6] = [
@@ -70,6 +71,13 @@ pub async fn run(
     let in_job = args.jobid.or(job_here).is_some();
     if !in_job {
         return allocate_and_run(args, env, &cwd, connect).await;
+    }
+    if args.allocation.test_only {
+        eprintln!(
+            "srun: error: --test-only asks where a new allocation would start; this srun runs in job {}, so nothing is allocated (run it outside a job)",
+            args.jobid.or(job_here).unwrap_or_default()
+        );
+        return Ok(ExitCode::from(exit::USAGE));
     }
     if args.jobid.is_some() && args.jobid != job_here {
         // This shell's attempt is another job's.
@@ -215,6 +223,11 @@ where
     W: AsyncWrite + Unpin,
 {
     write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
+    let mut input = match request::input(args.input.as_deref()).1 {
+        InputSource::Stdin => Some(read_input(None)),
+        InputSource::File(path) => Some(read_input(Some(path))),
+        InputSource::Nothing => None,
+    };
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
     tokio::spawn(async move {
         while let Ok(Some(event)) = read_frame::<_, StepEvent>(&mut reader).await {
@@ -287,6 +300,18 @@ where
                     break false;
                 }
             }
+            piece = next_piece(&mut input), if input.is_some() => {
+                let frame = match piece {
+                    Some(piece) => StepControl::Stdin(piece),
+                    None => {
+                        input = None;
+                        StepControl::StdinEnd
+                    }
+                };
+                if write_frame(&mut writer, &frame).await.is_err() {
+                    break false;
+                }
+            }
         }
     };
     if !finished {
@@ -294,6 +319,49 @@ where
         worst = worst.max(1);
     }
     Ok(u8::try_from(worst.clamp(0, 255)).unwrap_or(u8::MAX))
+}
+
+/// How much input one frame carries at most.
+const INPUT_CHUNK: usize = 64 * 1024;
+
+/// srun's standard input (or the file `--input` names), read on a thread of
+/// its own (a read from a terminal blocks, and must not keep the process
+/// from exiting), in pieces; the channel closes at its end. A file that
+/// cannot be read is said, and reads as empty.
+fn read_input(path: Option<String>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::spawn(move || {
+        let mut source: Box<dyn std::io::Read> = match &path {
+            None => Box::new(std::io::stdin()),
+            Some(path) => match std::fs::File::open(path) {
+                Ok(file) => Box::new(file),
+                Err(e) => {
+                    eprintln!("srun: error: --input={path}: {e}");
+                    return;
+                }
+            },
+        };
+        let mut buffer = vec![0u8; INPUT_CHUNK];
+        loop {
+            match source.read(&mut buffer) {
+                Ok(0) | Err(_) => return,
+                Ok(read) => {
+                    if tx.blocking_send(buffer[..read].to_vec()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The next piece of input; `None` at its end.
+async fn next_piece(input: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match input {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Listens for the signals srun forwards.

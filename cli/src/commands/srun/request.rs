@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_proto::step::{SrunRequest, StepShapeRequest};
+use corral_proto::step::{SrunRequest, StepInput, StepShapeRequest};
 use corral_state::ids::JobId;
 use corral_state::slurm::hostlist;
 
@@ -48,6 +48,7 @@ pub fn build(
         }
     };
     let attempt = env.get("CORRAL_ATTEMPT").and_then(|a| a.parse().ok());
+    let (input, _) = input(args.input.as_deref());
     Ok(SrunRequest {
         job: JobId(job),
         attempt,
@@ -55,7 +56,31 @@ pub fn build(
         env: exported(&args.export, env)?,
         workdir: args.chdir.clone().unwrap_or_else(|| cwd.to_string()),
         shape: shape(args, env)?,
+        input,
     })
+}
+
+/// Where the tasks' input comes from, for `--input`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSource {
+    /// srun's own standard input.
+    Stdin,
+    /// A file on srun's host.
+    File(String),
+    /// Nothing: the tasks' input is closed.
+    Nothing,
+}
+
+/// `--input`'s mode: which tasks read, and what (`all` by default).
+pub fn input(mode: Option<&str>) -> (StepInput, InputSource) {
+    match mode.map(str::trim) {
+        None | Some("all") => (StepInput::All, InputSource::Stdin),
+        Some("none") => (StepInput::None, InputSource::Nothing),
+        Some(text) => match text.parse::<u32>() {
+            Ok(task) => (StepInput::Task(task), InputSource::Stdin),
+            Err(_) => (StepInput::All, InputSource::File(text.to_string())),
+        },
+    }
 }
 
 /// The shape: options first; the inherited `SLURM_NNODES`, `SLURM_NTASKS` and
@@ -227,6 +252,18 @@ mod tests {
         assert!(build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").is_ok());
         let quiet = args(&["--gres=gpu:8", "--exclusive", "-u", "x"]);
         assert_eq!(quiet.ignored(true).len(), 1, "{:?}", quiet.ignored(true));
+    }
+
+    #[test]
+    fn input_goes_to_every_task_unless_told() {
+        assert_eq!(input(None), (StepInput::All, InputSource::Stdin));
+        assert_eq!(input(Some("none")), (StepInput::None, InputSource::Nothing));
+        assert_eq!(input(Some("0")), (StepInput::Task(0), InputSource::Stdin));
+        assert_eq!(
+            input(Some("data.txt")),
+            (StepInput::All, InputSource::File("data.txt".into()))
+        );
+        assert!(StepInput::Task(2).reaches(2) && !StepInput::Task(2).reaches(0));
     }
 
     #[test]

@@ -176,6 +176,10 @@ fn prepare_as_user(
 fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
     let mut options = OpenOptions::new();
     options.append(true);
+    // `--output=/dev/null` is common and safe: the one device a job may write.
+    if path == Path::new(DEV_NULL) {
+        return options.open(path).map_err(|e| output_error(path, &e));
+    }
     let Some(user) = user else {
         options.create(true).mode(OUTPUT_MODE);
         return open_without_blocking(&mut options, OFlag::empty(), path)
@@ -201,6 +205,9 @@ fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> 
     }
     Ok(file)
 }
+
+/// Where output goes to be discarded.
+const DEV_NULL: &str = "/dev/null";
 
 /// Opens the input file; when switching users, only if it is not a symbolic
 /// link and its mode lets the user read it.
@@ -334,6 +341,21 @@ mod tests {
         let path = fifo.clone();
         let error = returns(move || open_input(&path, None)).expect_err("refused");
         assert!(error.to_string().contains("named pipe"), "{error}");
+    }
+
+    #[test]
+    fn dev_null_takes_a_switched_users_output() {
+        // Not a plain file, nor the user's: still the one place output may go.
+        let user = RunAs {
+            uid: 4242,
+            gid: 4242,
+            user: "nobody-in-particular".into(),
+        };
+        let file = open_output(Path::new("/dev/null"), Some(&user)).expect("/dev/null opens");
+        assert!(is_blocking(&file));
+        let elsewhere = std::env::temp_dir().join("not-a-plain-file-dir");
+        std::fs::create_dir_all(&elsewhere).expect("dir");
+        assert!(open_output(&elsewhere, Some(&user)).is_err());
     }
 
     #[test]

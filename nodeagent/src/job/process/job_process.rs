@@ -20,6 +20,8 @@ use super::{ProcessError, ProcessSpec, TaskSpec};
 /// A task's output pipes (each `None` once taken).
 #[derive(Debug)]
 pub struct TaskOutput {
+    /// Standard input, when the task's is a pipe.
+    pub stdin: Option<tokio::process::ChildStdin>,
     /// Standard output.
     pub stdout: Option<tokio::process::ChildStdout>,
     /// Standard error.
@@ -66,11 +68,16 @@ impl JobProcess {
         command
             .current_dir(&spec.workdir)
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(if spec.piped_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut process = Self::start(command, &spec.program, &spec.workdir)?;
         let output = TaskOutput {
+            stdin: process.child.stdin.take(),
             stdout: process.child.stdout.take(),
             stderr: process.child.stderr.take(),
         };

@@ -66,4 +66,7 @@ pub struct TaskSpec {
     pub workdir: PathBuf,
     /// The user to run as when the agent runs as root.
     pub user: Option<RunAs>,
+    /// Its standard input is a pipe the agent writes (`srun`'s input);
+    /// otherwise `/dev/null`.
+    pub piped_stdin: bool,
 }
