@@ -37,8 +37,10 @@ impl<'a> OptionReader<'a> {
             Some((name, value)) if name.starts_with("--") => {
                 (name.to_string(), Some(value.to_string()))
             }
-            _ if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") => {
-                let (flag, rest) = arg.split_at(2);
+            _ if arg.starts_with('-') && !arg.starts_with("--") && arg.chars().count() > 2 => {
+                // `-` and one letter, whatever its width.
+                let end = arg.char_indices().nth(2).map_or(arg.len(), |(i, _)| i);
+                let (flag, rest) = arg.split_at(end);
                 let bundled = flag.chars().nth(1).is_some_and(|c| short_flags.contains(c));
                 if bundled {
                     self.bundle = Some(format!("-{rest}"));
@@ -127,6 +129,7 @@ mod tests {
         reader.next("");
         assert!(reader.value().unwrap_err().contains("requires an argument"));
         assert_eq!(list(" a, ,b"), ["a", "b"]);
+        assert_eq!(read(&["-üx"], ""), [("-ü".to_string(), None)]);
         assert_eq!(
             help_format(["A", "B"].into_iter()),
             format!("{:<20}{:<20}\n", "A", "B")

@@ -42,8 +42,10 @@ fn leader(cluster: &LocalCluster) -> u64 {
 
 /// Completed with its first attempt, never requeued, one start in its output.
 fn completed_once(cluster: &LocalCluster, id: &str, output: &str) {
+    // Completing (the batch script ended, a node has not confirmed its
+    // cleanup yet) is on the way: wait for the end.
     let job = wait_job(cluster, id, PATIENCE, "completion", |j| {
-        j["state"] != "Running" && j["state"] != "Pending"
+        j["state"] != "Running" && j["state"] != "Pending" && j["state"] != "Completing"
     });
     let text = std::fs::read_to_string(cluster.dir.path().join(output)).unwrap_or_default();
     assert_eq!(job["state"], "Completed", "{job}\n{text}");

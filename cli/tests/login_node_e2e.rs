@@ -96,8 +96,13 @@ struct Running {
 }
 
 fn spawn(cluster: &LocalCluster, name: &str, args: &[&str]) -> Running {
+    spawn_with(cluster, name, args, Stdio::null())
+}
+
+/// Like [`spawn`], with `stdin` as the command's standard input.
+fn spawn_with(cluster: &LocalCluster, name: &str, args: &[&str], stdin: Stdio) -> Running {
     let mut child = spawn_command(cluster, name, args)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -211,6 +216,26 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
     got.sort();
     assert_eq!(got, ["0: got:", "1: got:hi"], "{}", text(&out.stderr));
+
+    // Tasks that never read their input hold up neither srun's signals nor
+    // its end: 8 MiB of input, then an interrupt, and the step ends.
+    let mut ignoring = spawn_with(&cluster, "srun", &["-N2", "sleep", "600"], Stdio::piped());
+    let mut feed = ignoring.child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let block = vec![0u8; 1 << 20];
+        for _ in 0..8 {
+            if std::io::Write::write_all(&mut feed, &block).is_err() {
+                return;
+            }
+        }
+    });
+    let fed = job_of(&ignoring.wait_for("queued and waiting for resources"));
+    ignoring.wait_for("has been allocated resources");
+    feeder.join().unwrap();
+    nix_kill(ignoring.child.id(), "INT");
+    let (status, stderr) = ignoring.finish();
+    assert_ne!(status, Some(0), "{stderr}");
+    wait_state(&cluster, &fed, "FAILED");
 
     // The step's status is srun's and the job's.
     let out = run(&cluster, "srun", &["-N1", "sh", "-c", "exit 5"]);

@@ -328,6 +328,8 @@ pub struct StepUsage {
 pub struct TaskUsage {
     /// Its rank in the step.
     pub rank: u32,
+    /// Its rank among the step's tasks on this node (0 for the batch script).
+    pub local: u32,
     /// Its first process (its process group's id).
     pub leader: u32,
     /// Its live processes.

@@ -147,7 +147,8 @@ async fn fetch(
             })
             .await?;
         jobs.extend(reply.jobs);
-        if reply.next_after_job_id == 0 {
+        // The last page, or a controller that would page backwards.
+        if reply.next_after_job_id == 0 || reply.next_after_job_id <= after {
             return Ok((reply.weights.unwrap_or_default(), jobs));
         }
         after = reply.next_after_job_id;

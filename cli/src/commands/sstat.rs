@@ -28,6 +28,7 @@ struct Options {
     help_format: bool,
     help: bool,
     json: bool,
+    raw: bool,
 }
 
 const HELP: &str = "\
@@ -59,7 +60,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "-i" | "--pidformat" => options.fields.push(sstat_fields::PID_FIELDS.into()),
             "-j" | "--jobs" => add_jobs(&mut options, &reader.value()?)?,
             "-n" | "--noheader" => options.header = false,
-            "--noconvert" | "-v" | "--verbose" => {}
+            "--noconvert" => options.raw = true,
+            "-v" | "--verbose" => {}
             "--json" => options.json = true,
             "-o" | "--format" | "--fields" => options.fields.push(reader.value()?),
             "-p" | "--parsable" => options.layout = parsable(true),
@@ -135,7 +137,11 @@ pub async fn run(
     for (job, step) in &options.jobs {
         match job_steps(&cluster, *job).await {
             Ok(usage) => {
-                steps.extend(select(*job, &usage, *step, options.all_steps));
+                let mut selected = select(*job, &usage, *step, options.all_steps);
+                for stat in &mut selected {
+                    stat.raw = options.raw;
+                }
+                steps.extend(selected);
                 raw.extend(usage);
             }
             Err(message) => eprintln!("sstat: error: {message}"),
@@ -197,6 +203,7 @@ fn select(job: u64, usage: &[NodeUsage], step: Option<Option<u32>>, all: bool) -
                 Some(n) => (1, n),
             };
             let entry = steps.entry(key).or_insert_with(|| StepStat {
+                raw: false,
                 id: match step_usage.step {
                     None => format!("{job}.batch"),
                     Some(n) => format!("{job}.{n}"),

@@ -16,6 +16,7 @@ pub enum SprioField {
     JobId,
     Partition,
     User,
+    Account,
     Priority,
     Site,
     Age,
@@ -40,27 +41,35 @@ pub struct SprioColumn {
 
 fn letter(c: char) -> Option<SprioColumn> {
     use SprioField as F;
-    let field = match c.to_ascii_lowercase() {
-        'i' => F::JobId,
-        'r' => F::Partition,
-        'u' => F::User,
-        'y' => F::Priority,
-        's' => F::Site,
-        'a' => F::Age,
-        'b' => F::Assoc,
-        'f' => F::FairShare,
-        'j' => F::JobSize,
-        'p' => F::PartitionFactor,
-        'q' => F::Qos,
-        'n' => F::Nice,
-        't' => F::Tres,
-        'c' => F::Cluster,
+    // sprio's letters: uppercase the weighted factor, lowercase the
+    // normalised one, where both exist.
+    let (field, normalised) = match c {
+        'i' => (F::JobId, false),
+        'r' => (F::Partition, false),
+        'u' => (F::User, false),
+        'o' => (F::Account, false),
+        'c' => (F::Cluster, false),
+        'Y' => (F::Priority, false),
+        'y' => (F::Priority, true),
+        'S' => (F::Site, false),
+        'A' => (F::Age, false),
+        'a' => (F::Age, true),
+        'B' => (F::Assoc, false),
+        'b' => (F::Assoc, true),
+        'F' => (F::FairShare, false),
+        'f' => (F::FairShare, true),
+        'J' => (F::JobSize, false),
+        'j' => (F::JobSize, true),
+        'P' => (F::PartitionFactor, false),
+        'p' => (F::PartitionFactor, true),
+        'Q' => (F::Qos, false),
+        'q' => (F::Qos, true),
+        'N' => (F::Nice, false),
+        'T' => (F::Tres, false),
+        't' => (F::Tres, true),
         _ => return None,
     };
-    Some(SprioColumn {
-        field,
-        normalised: c.is_ascii_lowercase() && !matches!(c, 'i' | 'r' | 'u' | 'c'),
-    })
+    Some(SprioColumn { field, normalised })
 }
 
 /// Parses an `-o` format.
@@ -111,6 +120,7 @@ pub fn header(format: &Format<SprioColumn>) -> String {
             SprioField::JobId => "JOBID",
             SprioField::Partition | SprioField::PartitionFactor => "PARTITION",
             SprioField::User => "USER",
+            SprioField::Account => "ACCOUNT",
             SprioField::Priority => "PRIORITY",
             SprioField::Site => "SITE",
             SprioField::Age => "AGE",
@@ -131,7 +141,9 @@ pub fn weights_row(format: &Format<SprioColumn>, w: &PriorityWeights, cluster: &
     render_line(format, |c| match c.field {
         SprioField::JobId => "Weights".into(),
         SprioField::Cluster => cluster.into(),
-        SprioField::Partition | SprioField::User | SprioField::Tres => String::new(),
+        SprioField::Partition | SprioField::User | SprioField::Account | SprioField::Tres => {
+            String::new()
+        }
         SprioField::Priority | SprioField::Site | SprioField::Assoc | SprioField::Nice => {
             "0".into()
         }
@@ -162,6 +174,7 @@ pub fn job_row(
             SprioField::JobId => job.job_id.to_string(),
             SprioField::Partition => job.partition.clone(),
             SprioField::User => job.user.clone(),
+            SprioField::Account => job.account.clone(),
             SprioField::Cluster => cluster.into(),
             SprioField::Priority => {
                 if c.normalised {
@@ -241,6 +254,8 @@ mod tests {
         assert!(row.contains(" alice "), "{row}");
         assert!(row.contains(" 0.5000000 "), "{row}");
         assert!(row.contains(" 0.2500000 "), "{row}");
-        assert!(parse("%.15i %Z").unknown == ["Z"]);
+        assert!(parse("%.15i %Z %n").unknown == ["Z", "n"]);
+        let account = parse("%o");
+        assert_eq!(job_row(&account, &job(), &weights(), ""), "ml\n");
     }
 }

@@ -228,6 +228,8 @@ pub struct TaskSample {
 /// nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepStat {
+    /// `--noconvert`: sizes in plain bytes, no unit letters.
+    pub raw: bool,
     /// `N.batch` or `N.S`.
     pub id: String,
     /// Its tasks, in rank order.
@@ -298,21 +300,35 @@ impl StepStat {
         best
     }
 
-    fn total(&self, what: Tres) -> Option<u64> {
+    /// The values summed or averaged: one per task, but one per node for the
+    /// GPUs (every task of a node shows the node's GPUs).
+    fn values(&self, what: Tres) -> Vec<u64> {
+        let per_node = matches!(what, Tres::GpuMem | Tres::GpuUtil);
+        let mut seen = BTreeSet::new();
         self.tasks
             .iter()
+            .filter(|t| !per_node || seen.insert(t.node.as_str()))
             .filter_map(|t| self.value(t, what))
-            .reduce(u64::saturating_add)
+            .collect()
+    }
+
+    fn total(&self, what: Tres) -> Option<u64> {
+        self.values(what).into_iter().reduce(u64::saturating_add)
     }
 
     fn average(&self, what: Tres) -> Option<u64> {
-        let values: Vec<u64> = self
-            .tasks
-            .iter()
-            .filter_map(|t| self.value(t, what))
-            .collect();
+        let values = self.values(what);
         let count = u64::try_from(values.len()).ok().filter(|n| *n > 0)?;
         Some(values.iter().fold(0u64, |s, v| s.saturating_add(*v)) / count)
+    }
+
+    /// A size as sstat prints it: `show`'s units, or plain under `--noconvert`.
+    fn size(&self, value: u64, show: fn(u64) -> String) -> String {
+        if self.raw {
+            value.to_string()
+        } else {
+            show(value)
+        }
     }
 
     /// The cell of `field` (`None`: Slurm's blank).
@@ -326,11 +342,15 @@ impl StepStat {
             F::MinCpuTask => self
                 .extreme(Tres::Cpu, false)
                 .map(|(t, _)| t.usage.rank.to_string()),
-            F::AveRss => self.average(Tres::Mem).map(exact_units),
-            F::AveVmSize => self.average(Tres::Vmem).map(exact_units),
-            F::AvePages => self.average(Tres::Pages).map(exact_units),
-            F::AveDiskRead => self.average(Tres::DiskIn).map(small_units),
-            F::AveDiskWrite => self.average(Tres::DiskOut).map(small_units),
+            F::AveRss => self.average(Tres::Mem).map(|v| self.size(v, exact_units)),
+            F::AveVmSize => self.average(Tres::Vmem).map(|v| self.size(v, exact_units)),
+            F::AvePages => self.average(Tres::Pages).map(|v| self.size(v, exact_units)),
+            F::AveDiskRead => self
+                .average(Tres::DiskIn)
+                .map(|v| self.size(v, small_units)),
+            F::AveDiskWrite => self
+                .average(Tres::DiskOut)
+                .map(|v| self.size(v, small_units)),
             F::Max(measure) => {
                 let (what, show): (Tres, fn(u64) -> String) = match measure {
                     Measure::DiskRead => (Tres::DiskIn, small_units),
@@ -339,7 +359,7 @@ impl StepStat {
                     Measure::Rss => (Tres::Mem, exact_units),
                     Measure::VmSize => (Tres::Vmem, exact_units),
                 };
-                max(what).map(|(_, v)| show(v))
+                max(what).map(|(_, v)| self.size(v, show))
             }
             F::MaxNode(measure) => max(tres_of(measure)).map(|(t, _)| t.node.clone()),
             F::MaxTask(measure) => max(tres_of(measure)).map(|(t, _)| t.usage.rank.to_string()),
@@ -485,6 +505,7 @@ mod tests {
             node: node.into(),
             usage: TaskUsage {
                 rank,
+                local: 0,
                 leader: 100 + rank,
                 pids: vec![100 + rank],
                 cpu_ms: cpu_s * 1000 + 400,
@@ -499,6 +520,7 @@ mod tests {
 
     fn step() -> StepStat {
         StepStat {
+            raw: false,
             id: "12.0".into(),
             tasks: vec![task("n1", 0, 65, 2636), task("n2", 1, 5, 4096)],
             gpus: vec![
@@ -567,6 +589,20 @@ mod tests {
             Some("cpu=n1,fs/disk=n1,gres/gpumem=n1,gres/gpuutil=n1,mem=n2,pages=n1,vmem=n2")
         );
         assert_eq!(cell("TRESUsageOutTot").as_deref(), Some("fs/disk=0"));
+    }
+
+    #[test]
+    fn a_nodes_gpus_count_once_however_many_tasks_it_runs() {
+        let mut step = step();
+        step.tasks.push(task("n1", 2, 1, 1024));
+        let cell = |name: &str| step.cell(lookup(name).unwrap().2);
+        // n1's two GPUs, 1 GiB each: 2G in all, not once per task.
+        assert!(cell("TRESUsageInTot").unwrap().contains("gres/gpumem=2G,"));
+        step.raw = true;
+        assert_eq!(
+            step.cell(lookup("MaxRSS").unwrap().2).as_deref(),
+            Some("4194304")
+        );
     }
 
     #[test]

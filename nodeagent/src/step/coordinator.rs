@@ -433,11 +433,11 @@ where
     let (events_tx, mut events) = mpsc::channel(256);
     let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
     // Only the shares with a task the input reaches get it.
-    let mut inputs: Vec<mpsc::Sender<InputPiece>> = Vec::new();
+    let mut inputs: Vec<mpsc::UnboundedSender<InputPiece>> = Vec::new();
     for (node, route) in step.layout.nodes.iter().zip(routes) {
         let (control_tx, control) = mpsc::channel(16);
         controls.push(control_tx);
-        let (input_tx, input) = mpsc::channel(INPUT_PIECES);
+        let (input_tx, input) = mpsc::unbounded_channel();
         if reads_input(&step, node) {
             inputs.push(input_tx);
         }
@@ -470,8 +470,9 @@ where
     }
     drop(events_tx);
     // srun's signals and input; its connection closing aborts the step. The
-    // input is passed on with back-pressure (a task that does not read its
-    // input holds srun's up), the signals never wait on it.
+    // input is queued for the shares without waiting (each task's writer
+    // bounds what waits for it), so a signal, or srun going away, is read
+    // at once whatever the tasks do with their input.
     let (signals_tx, mut signals) = mpsc::channel::<Signal>(16);
     tokio::spawn(async move {
         loop {
@@ -483,12 +484,12 @@ where
                 }
                 Ok(Some(StepControl::Stdin(piece))) => {
                     for input in &inputs {
-                        let _ = input.send(Some(piece.clone())).await;
+                        let _ = input.send(Some(piece.clone()));
                     }
                 }
                 Ok(Some(StepControl::StdinEnd)) => {
                     for input in inputs.drain(..) {
-                        let _ = input.send(None).await;
+                        let _ = input.send(None);
                     }
                 }
                 _ => return,
@@ -538,9 +539,6 @@ where
     }
     Ok(())
 }
-
-/// How many pieces of input wait for a share at most.
-const INPUT_PIECES: usize = 16;
 
 /// Whether the step's input reaches a task on `node`.
 fn reads_input(step: &StepLaunch, node: &str) -> bool {

@@ -145,7 +145,7 @@ async fn serve_share(
     }
     let (events_tx, mut events) = mpsc::channel(256);
     let (control_tx, control) = mpsc::channel(16);
-    let (input_tx, input) = mpsc::channel(16);
+    let (input_tx, input) = mpsc::unbounded_channel();
     // The coordinator's signals and input; the stream ending before the share
     // does aborts it.
     tokio::spawn(async move {
@@ -157,10 +157,10 @@ async fn serve_share(
                     }
                 }
                 Ok(Some(StepControl::Stdin(piece))) => {
-                    let _ = input_tx.send(Some(piece)).await;
+                    let _ = input_tx.send(Some(piece));
                 }
                 Ok(Some(StepControl::StdinEnd)) => {
-                    let _ = input_tx.send(None).await;
+                    let _ = input_tx.send(None);
                 }
                 _ => return,
             }
@@ -242,7 +242,7 @@ pub async fn run_remote_share(
     launch: StepLaunch,
     events: mpsc::Sender<StepEvent>,
     control: mpsc::Receiver<Signal>,
-    input: mpsc::Receiver<InputPiece>,
+    input: mpsc::UnboundedReceiver<InputPiece>,
 ) {
     let share = remote_share(&endpoint, &node, &address, launch, &events, control, input);
     if let Err(message) = share.await {
@@ -257,7 +257,7 @@ async fn remote_share(
     launch: StepLaunch,
     events: &mpsc::Sender<StepEvent>,
     mut control: mpsc::Receiver<Signal>,
-    mut input: mpsc::Receiver<InputPiece>,
+    mut input: mpsc::UnboundedReceiver<InputPiece>,
 ) -> Result<(), String> {
     let target = resolve(address).await?;
     let connecting = endpoint
@@ -281,6 +281,7 @@ async fn remote_share(
         let mut input_open = true;
         loop {
             let frame = tokio::select! {
+                biased;
                 signal = control.recv() => match signal {
                     Some(signal) => StepControl::Signal(signal),
                     None => break,

@@ -47,7 +47,7 @@ pub async fn run_node_share(
     launch: StepLaunch,
     events: mpsc::Sender<StepEvent>,
     mut control: mpsc::Receiver<Signal>,
-    input: mpsc::Receiver<InputPiece>,
+    input: mpsc::UnboundedReceiver<InputPiece>,
 ) {
     let node = supervisor.node().to_string();
     let lost = |message: String| StepEvent::NodeLost {
@@ -130,6 +130,7 @@ pub async fn run_node_share(
                 let id = TaskId {
                     step: launch.layout.step,
                     rank: task.procid,
+                    local: task.localid,
                 };
                 if !supervisor.task_started(key, group, id) {
                     let _ = process.kill();
@@ -146,7 +147,7 @@ pub async fn run_node_share(
             }
         }
     }
-    tokio::spawn(write_input(input, stdins));
+    let writer = tokio::spawn(write_input(input, stdins));
     let mut control_open = true;
     loop {
         tokio::select! {
@@ -172,26 +173,67 @@ pub async fn run_node_share(
             },
         }
     }
+    writer.abort();
     let _ = events.send(StepEvent::Finished).await;
 }
 
-/// Writes each piece of `input` to every one of `stdins` (a task that closed
-/// its input, or ended, is skipped from then on) and closes them at its end.
-/// A task that does not read blocks this writer only: its pipe fills, and
-/// `srun` stops sending, as Slurm's does.
+/// How much input may wait for one task that does not read it; past this,
+/// more input to that task is dropped (and said in the agent's log), so that
+/// a task ignoring its input never holds up the step's signals or srun.
+const TASK_INPUT_CAP: usize = 16 << 20;
+
+/// Hands each piece of `input` to a writer per task of `stdins`, each with a
+/// queue of its own, so a task that does not read holds up no other; a
+/// task's input is closed at the input's end. Dropping the returned set (the
+/// share ended) stops the writers, even one blocked on a pipe that a process
+/// outside the task still holds.
 async fn write_input(
-    mut input: mpsc::Receiver<InputPiece>,
-    mut stdins: Vec<tokio::process::ChildStdin>,
+    mut input: mpsc::UnboundedReceiver<InputPiece>,
+    stdins: Vec<tokio::process::ChildStdin>,
+) {
+    let mut writers = JoinSet::new();
+    let mut queues = Vec::new();
+    for stdin in stdins {
+        let (tx, rx) = mpsc::unbounded_channel::<std::sync::Arc<[u8]>>();
+        let queued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        writers.spawn(feed_task(stdin, rx, std::sync::Arc::clone(&queued)));
+        queues.push((tx, queued, false));
+    }
+    while let Some(Some(piece)) = input.recv().await {
+        let piece: std::sync::Arc<[u8]> = piece.into();
+        for (tx, queued, warned) in &mut queues {
+            let waiting = queued.load(std::sync::atomic::Ordering::Relaxed);
+            if waiting.saturating_add(piece.len()) > TASK_INPUT_CAP {
+                if !*warned {
+                    *warned = true;
+                    tracing::warn!(
+                        "a task does not read its input; more than {TASK_INPUT_CAP} bytes wait for it, and further input to it is dropped"
+                    );
+                }
+                continue;
+            }
+            queued.fetch_add(piece.len(), std::sync::atomic::Ordering::Relaxed);
+            let _ = tx.send(std::sync::Arc::clone(&piece));
+        }
+    }
+    // The end of the input: each writer closes its task's input once it has
+    // written what is queued.
+    drop(queues);
+    while writers.join_next().await.is_some() {}
+}
+
+/// Writes the pieces queued for one task into its input, then closes it.
+async fn feed_task(
+    mut stdin: tokio::process::ChildStdin,
+    mut pieces: mpsc::UnboundedReceiver<std::sync::Arc<[u8]>>,
+    queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) {
     use tokio::io::AsyncWriteExt;
-    while let Some(Some(piece)) = input.recv().await {
-        let mut open = Vec::with_capacity(stdins.len());
-        for mut stdin in stdins {
-            if stdin.write_all(&piece).await.is_ok() {
-                open.push(stdin);
-            }
+    while let Some(piece) = pieces.recv().await {
+        queued.fetch_sub(piece.len(), std::sync::atomic::Ordering::Relaxed);
+        if stdin.write_all(&piece).await.is_err() {
+            return;
         }
-        stdins = open;
     }
 }
 

@@ -37,19 +37,23 @@ pub async fn of_job(service: &StepService, job: JobId, caller: &Caller) -> StepE
         Ok(usage) => usage,
         Err(e) => return StepEvent::Refused(format!("reading /proc on {node} failed: {e}")),
     };
-    let task = |rank: u32, group: &i32| -> TaskUsage {
+    let task = |rank: u32, local: u32, group: &i32| -> TaskUsage {
         let used = usage.get(group).cloned().unwrap_or_default();
-        to_task(rank, u32::try_from(*group).unwrap_or_default(), used)
+        to_task(
+            (rank, local),
+            u32::try_from(*group).unwrap_or_default(),
+            used,
+        )
     };
     let mut steps: Vec<StepUsage> = Vec::new();
     if let Some(group) = &targets.batch {
         steps.push(StepUsage {
             step: None,
-            tasks: vec![task(0, group)],
+            tasks: vec![task(0, 0, group)],
         });
     }
     for (group, id) in &targets.tasks {
-        let tasks = task(id.rank, group);
+        let tasks = task(id.rank, id.local, group);
         match steps.iter_mut().find(|s| s.step == Some(id.step)) {
             Some(step) => step.tasks.push(tasks),
             None => steps.push(StepUsage {
@@ -83,9 +87,10 @@ pub async fn of_job(service: &StepService, job: JobId, caller: &Caller) -> StepE
     }))
 }
 
-fn to_task(rank: u32, leader: u32, used: GroupUsage) -> TaskUsage {
+fn to_task((rank, local): (u32, u32), leader: u32, used: GroupUsage) -> TaskUsage {
     TaskUsage {
         rank,
+        local,
         leader,
         pids: used.pids,
         cpu_ms: used.cpu_ms,

@@ -110,6 +110,8 @@ pub struct TaskId {
     pub step: u32,
     /// The rank (`SLURM_PROCID`).
     pub rank: u32,
+    /// The rank among the step's tasks on this node (`SLURM_LOCALID`).
+    pub local: u32,
 }
 
 /// One attempt on this node.

@@ -114,7 +114,14 @@ pub async fn job_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Resul
         job: corral_state::ids::JobId(job),
     };
     write_frame(&mut send, &request).await?;
-    let answer = read_frame::<_, StepEvent>(&mut recv).await?;
+    let answer = tokio::time::timeout(CONNECT_TIMEOUT, read_frame::<_, StepEvent>(&mut recv))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "the agent of {node} did not answer within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            )
+        })??;
     link.connection.close(0u32.into(), b"done");
     match answer {
         Some(StepEvent::Usage(usage)) => Ok(*usage),

@@ -115,7 +115,7 @@ impl Network {
                     name.clone(),
                     Member {
                         netns: format!("{bridge}-{name}"),
-                        veth: format!("{bridge}-{}", short_name(name)),
+                        veth: veth_name(&bridge, name, i),
                         ip: address(host),
                     },
                 )
@@ -236,6 +236,20 @@ impl Network {
 
 /// `controller-1` → `c1`, `agent-gpu01` → `gpu01`: the part of a veth's name
 /// after the bridge's.
+/// The host end of member `index`'s link: `crl7-c1`, `crl7-gpu01`, or by
+/// index (`crl7-m12`) when the name would pass Linux's 15 characters.
+fn veth_name(bridge: &str, name: &str, index: usize) -> String {
+    let named = format!("{bridge}-{}", short_name(name));
+    if named.len() <= MAX_INTERFACE_NAME {
+        named
+    } else {
+        format!("{bridge}-m{index}")
+    }
+}
+
+/// The longest interface name Linux takes (IFNAMSIZ less its NUL).
+const MAX_INTERFACE_NAME: usize = 15;
+
 fn short_name(name: &str) -> String {
     if let Some(id) = name.strip_prefix("controller-") {
         format!("c{id}")
@@ -320,7 +334,9 @@ mod tests {
     #[test]
     fn names_fit_linux_interface_names_and_addresses_are_distinct() {
         let mut names: Vec<String> = (1..=7).map(|i| format!("controller-{i}")).collect();
-        names.extend((1..=243).map(|i| format!("agent-gpu{i:03}")));
+        names.extend((1..=240).map(|i| format!("agent-gpu{i:03}")));
+        // A site's node names (`local up --config`) may be long.
+        names.extend((1..=3).map(|i| format!("agent-dgx-a100-{i:03}")));
         assert_eq!(names.len(), MAX_MEMBERS);
         let network = Network::layout(&names, 255);
         let mut veths = std::collections::BTreeSet::new();

@@ -119,10 +119,10 @@ fn pid_lines(job: u64, usage: &NodeUsage, step: Option<Option<u32>>) -> Vec<Stri
         let id = step_usage
             .step
             .map_or("batch".to_string(), |s| s.to_string());
-        for (local, task) in step_usage.tasks.iter().enumerate() {
+        for task in &step_usage.tasks {
             lines.push(format!(
                 "{:<8} {:<8} {:<8} {:<7} {:<8}",
-                task.leader, job, id, local, task.rank
+                task.leader, job, id, task.local, task.rank
             ));
             for pid in task.pids.iter().filter(|p| **p != task.leader) {
                 lines.push(format!("{pid:<8} {job:<8} {id:<8} {:<7} {:<8}", "-", "-"));

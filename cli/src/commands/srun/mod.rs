@@ -222,12 +222,24 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin,
 {
+    // The input's source is opened before anything starts, and read once the
+    // step has (a refused step consumes none of it).
+    let source: Option<Box<dyn std::io::Read + Send>> =
+        match request::input(args.input.as_deref()).1 {
+            InputSource::Stdin if in_background() => None,
+            InputSource::Stdin => Some(Box::new(std::io::stdin())),
+            InputSource::File(path) => match std::fs::File::open(&path) {
+                Ok(file) => Some(Box::new(file)),
+                Err(e) => {
+                    eprintln!("srun: error: Could not open stdin file {path}: {e}");
+                    return Ok(exit::USAGE);
+                }
+            },
+            InputSource::Nothing => None,
+        };
+    let mut source = source;
+    let mut input = None;
     write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
-    let mut input = match request::input(args.input.as_deref()).1 {
-        InputSource::Stdin => Some(read_input(None)),
-        InputSource::File(path) => Some(read_input(Some(path))),
-        InputSource::Nothing => None,
-    };
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
     tokio::spawn(async move {
         while let Ok(Some(event)) = read_frame::<_, StepEvent>(&mut reader).await {
@@ -250,6 +262,7 @@ where
                 match event {
                     StepEvent::Started(layout) => {
                         printer = OutputPrinter::new(args.label, layout.ntasks());
+                        input = source.take().map(read_input);
                     }
                     StepEvent::Output { task, stream, data } => {
                         let out: &mut dyn Write = match stream {
@@ -324,36 +337,44 @@ where
 /// How much input one frame carries at most.
 const INPUT_CHUNK: usize = 64 * 1024;
 
-/// srun's standard input (or the file `--input` names), read on a thread of
-/// its own (a read from a terminal blocks, and must not keep the process
-/// from exiting), in pieces; the channel closes at its end. A file that
-/// cannot be read is said, and reads as empty.
-fn read_input(path: Option<String>) -> mpsc::Receiver<Vec<u8>> {
+/// The tasks' input (srun's standard input, or the file `--input` names),
+/// read on a thread of its own (a read from a terminal blocks, and must not
+/// keep the process from exiting), in pieces; the channel closes at its end.
+fn read_input(mut source: Box<dyn std::io::Read + Send>) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel(4);
     std::thread::spawn(move || {
-        let mut source: Box<dyn std::io::Read> = match &path {
-            None => Box::new(std::io::stdin()),
-            Some(path) => match std::fs::File::open(path) {
-                Ok(file) => Box::new(file),
-                Err(e) => {
-                    eprintln!("srun: error: --input={path}: {e}");
-                    return;
-                }
-            },
-        };
         let mut buffer = vec![0u8; INPUT_CHUNK];
         loop {
             match source.read(&mut buffer) {
-                Ok(0) | Err(_) => return,
+                Ok(0) => return,
                 Ok(read) => {
                     if tx.blocking_send(buffer[..read].to_vec()).is_err() {
                         return;
                     }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    if e.raw_os_error() != Some(nix::libc::EIO) {
+                        eprintln!(
+                            "srun: error: reading standard input: {e}; the tasks' input ends here"
+                        );
+                    }
+                    return;
+                }
             }
         }
     });
     rx
+}
+
+/// Whether this srun runs in the background of an interactive shell (its
+/// standard input is the terminal, which another process group holds): a
+/// read from it would stop srun, so the tasks get no input (Slurm's srun
+/// reads an end of input there).
+fn in_background() -> bool {
+    let stdin = std::io::stdin();
+    std::io::IsTerminal::is_terminal(&stdin)
+        && nix::unistd::tcgetpgrp(&stdin).is_ok_and(|group| group != nix::unistd::getpgrp())
 }
 
 /// The next piece of input; `None` at its end.

@@ -73,12 +73,18 @@ pub enum InputSource {
 
 /// `--input`'s mode: which tasks read, and what (`all` by default).
 pub fn input(mode: Option<&str>) -> (StepInput, InputSource) {
-    match mode.map(str::trim) {
-        None | Some("all") => (StepInput::All, InputSource::Stdin),
+    let word = mode.map(|m| m.trim().to_ascii_lowercase());
+    match word.as_deref() {
+        // Slurm takes a prefix of `all`, and `-`, for every task.
+        None | Some("-") => (StepInput::All, InputSource::Stdin),
+        Some(w) if !w.is_empty() && "all".starts_with(w) => (StepInput::All, InputSource::Stdin),
         Some("none") => (StepInput::None, InputSource::Nothing),
-        Some(text) => match text.parse::<u32>() {
+        Some(_) => match mode.unwrap_or_default().trim().parse::<u32>() {
             Ok(task) => (StepInput::Task(task), InputSource::Stdin),
-            Err(_) => (StepInput::All, InputSource::File(text.to_string())),
+            Err(_) => (
+                StepInput::All,
+                InputSource::File(mode.unwrap_or_default().trim().to_string()),
+            ),
         },
     }
 }
@@ -258,6 +264,8 @@ mod tests {
     fn input_goes_to_every_task_unless_told() {
         assert_eq!(input(None), (StepInput::All, InputSource::Stdin));
         assert_eq!(input(Some("none")), (StepInput::None, InputSource::Nothing));
+        assert_eq!(input(Some("ALL")), (StepInput::All, InputSource::Stdin));
+        assert_eq!(input(Some("-")), (StepInput::All, InputSource::Stdin));
         assert_eq!(input(Some("0")), (StepInput::Task(0), InputSource::Stdin));
         assert_eq!(
             input(Some("data.txt")),

@@ -61,7 +61,8 @@ impl JobProcess {
 
     /// Starts a step's task like [`JobProcess::spawn`] starts a batch script,
     /// but with its standard output and error on pipes, returned for the
-    /// caller to read, and its input from `/dev/null`.
+    /// caller to read, and its input a pipe for the caller to write
+    /// (`piped_stdin`) or `/dev/null`.
     pub fn spawn_task(spec: &TaskSpec) -> Result<(JobProcess, TaskOutput), ProcessError> {
         check_workdir(&spec.workdir)?;
         let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
