@@ -22,6 +22,11 @@ use serde::{Deserialize, Serialize};
 /// The environment variable naming the agent's step socket inside a job.
 pub const STEP_SOCKET_ENV: &str = "CORRAL_STEP_SOCKET";
 
+/// The command the batch script of an allocation `srun` or `salloc` created
+/// runs (`corral allocation-hold`): the CLI writes it, and an agent holds only
+/// jobs whose script runs it.
+pub const ALLOCATION_HOLD_COMMAND: &str = "corral allocation-hold";
+
 /// The ALPN protocol of the agent-to-agent step channel.
 pub const STEP_ALPN: &[u8] = b"corral-step/1";
 

@@ -176,19 +176,7 @@ async fn job_steps(cluster: &Cluster, job: u64) -> Result<Vec<NodeUsage>, String
     if record.state != JobState::Running {
         return Err(format!("No steps running for job {job}"));
     }
-    let nodes: Vec<String> = record
-        .current_attempt()
-        .map(|a| a.allocation.iter().map(|n| n.node.clone()).collect())
-        .unwrap_or_default();
-    // One node after another: a round trip each, which a job's node count
-    // keeps short.
-    let mut usage = Vec::new();
-    for node in &nodes {
-        match agent_link::job_usage(cluster, node, job).await {
-            Ok(node_usage) => usage.push(node_usage),
-            Err(e) => eprintln!("sstat: error: {node}: {e:#}"),
-        }
-    }
+    let (_, usage) = agent_link::job_usage_on_nodes(cluster, &record, None, "sstat").await;
     Ok(usage)
 }
 

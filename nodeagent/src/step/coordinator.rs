@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use corral_pki::{Identity, Role};
 use corral_proto::agent::{Launch, read_frame, write_frame};
-use corral_proto::step::{SrunRequest, StepControl, StepEvent, StepLaunch};
+use corral_proto::step::{
+    ALLOCATION_HOLD_COMMAND, SrunRequest, StepControl, StepEvent, StepLaunch,
+};
 use corral_state::ids::JobId;
 use corral_state::slurm::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -128,10 +130,6 @@ const CHECKPOINT_COMMIT_PATIENCE: std::time::Duration = std::time::Duration::fro
 /// commits, a moment before the launch reaches the agent).
 const LAUNCH_PATIENCE: Duration = Duration::from_secs(30);
 
-/// What the batch script of an allocation `srun` or `salloc` created runs:
-/// only such jobs may be held from a login node.
-const ALLOCATION_HOLDER: &str = "corral allocation-hold";
-
 /// How often an attached login node's hold looks whether its attempt still runs.
 const HOLD_CHECK: Duration = Duration::from_millis(250);
 
@@ -167,25 +165,18 @@ where
         (Some(StepControl::AwaitRelease { job, attempt }), Caller::Local(uid)) => {
             let key = (job, attempt);
             let supervisor = &service.supervisor;
-            let launch = match supervisor.step_attempt(key) {
-                Some(launch) if caller.may_use(&launch.job.spec.user, launch.job.spec.uid) => {
-                    launch
-                }
-                Some(_) => {
-                    let refusal = StepEvent::Refused(format!("uid {uid} may not hold job {job}"));
-                    write_frame(&mut writer, &refusal).await?;
-                    return Ok(());
-                }
-                None => {
-                    let refusal = StepEvent::Refused(format!(
-                        "job {job} attempt {attempt} does not run on {}",
-                        supervisor.node()
-                    ));
-                    write_frame(&mut writer, &refusal).await?;
-                    return Ok(());
-                }
+            let refusal = match supervisor.step_attempt(key) {
+                Some(launch) if caller.may_use(&launch.job.spec.user, launch.job.spec.uid) => None,
+                Some(_) => Some(format!("uid {uid} may not hold job {job}")),
+                None => Some(format!(
+                    "job {job} attempt {attempt} does not run on {}",
+                    supervisor.node()
+                )),
             };
-            drop(launch);
+            if let Some(refusal) = refusal {
+                write_frame(&mut writer, &StepEvent::Refused(refusal)).await?;
+                return Ok(());
+            }
             let allocations = &service.allocations;
             allocations.sweep(key, |k| supervisor.step_attempt(k).is_some());
             // The holder going away (killed with its attempt) ends the wait.
@@ -314,8 +305,7 @@ where
         .attempts
         .iter()
         .find(|a| a.number == key.1)
-        .and_then(|a| a.allocation.first())
-        .map(|n| n.node.as_str());
+        .and_then(corral_state::job::Attempt::batch_host);
     let refusal = if !caller.may_use(&spec.user, spec.uid) {
         Some(format!(
             "{} may not hold job {job}, which belongs to {}",
@@ -326,7 +316,7 @@ where
         Some(format!(
             "job {job}'s allocation is held on its first node, not on {node}"
         ))
-    } else if !launch.script.script.contains(ALLOCATION_HOLDER) {
+    } else if !launch.script.script.contains(ALLOCATION_HOLD_COMMAND) {
         Some(format!(
             "job {job} is a batch job, not an allocation of srun or salloc; run steps in it with srun --jobid={job}"
         ))

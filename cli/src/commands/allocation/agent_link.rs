@@ -47,10 +47,8 @@ pub fn batch_host(job: &Job) -> anyhow::Result<&str> {
             job.state.slurm_name()
         );
     }
-    job.attempts
-        .last()
-        .and_then(|a| a.allocation.first())
-        .map(|n| n.node.as_str())
+    job.current_attempt()
+        .and_then(corral_state::job::Attempt::batch_host)
         .ok_or_else(|| anyhow!("job {} runs on no node", job.id))
 }
 
@@ -107,7 +105,7 @@ pub async fn connect(cluster: &Cluster, node: &str) -> anyhow::Result<AgentLink>
 
 /// What job `job`'s processes on `node` use now, from its agent (sstat,
 /// scontrol listpids).
-pub async fn job_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Result<NodeUsage> {
+async fn job_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Result<NodeUsage> {
     let link = connect(cluster, node).await?;
     let (mut send, mut recv) = link.open().await?;
     let request = StepControl::Usage {
@@ -128,4 +126,29 @@ pub async fn job_usage(cluster: &Cluster, node: &str, job: u64) -> anyhow::Resul
         Some(StepEvent::Refused(reason)) => Err(anyhow::anyhow!("{reason}")),
         other => Err(anyhow::anyhow!("unexpected answer {other:?}")),
     }
+}
+
+/// What job `job` uses on each of `nodes` (the nodes of its running attempt
+/// when `None`), asked of their agents one after another (a round trip each,
+/// which a job's node count keeps short); a node whose agent does not answer
+/// is said on standard error, prefixed with `program`, and left out.
+pub async fn job_usage_on_nodes(
+    cluster: &Cluster,
+    job: &Job,
+    nodes: Option<Vec<String>>,
+    program: &str,
+) -> (Vec<String>, Vec<NodeUsage>) {
+    let nodes = nodes.unwrap_or_else(|| {
+        job.current_attempt()
+            .map(|a| a.allocation.iter().map(|n| n.node.clone()).collect())
+            .unwrap_or_default()
+    });
+    let mut usage = Vec::new();
+    for node in &nodes {
+        match job_usage(cluster, node, job.id.0).await {
+            Ok(node_usage) => usage.push(node_usage),
+            Err(e) => eprintln!("{program}: error: {node}: {e:#}"),
+        }
+    }
+    (nodes, usage)
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use corral_proto::agent::{read_frame, write_frame};
-use corral_proto::step::{STEP_SOCKET_ENV, StepControl, StepEvent};
+use corral_proto::step::{ALLOCATION_HOLD_COMMAND, STEP_SOCKET_ENV, StepControl, StepEvent};
 use corral_state::ids::JobId;
 use tokio::net::UnixStream;
 
@@ -25,7 +25,7 @@ pub fn script() -> String {
         "#!/bin/sh\n\
          # The allocation of srun or salloc on a login node: it lasts until that\n\
          # command ends, and this script exits with the command's status.\n\
-         {fallback}exec corral allocation-hold\n"
+         {fallback}exec {ALLOCATION_HOLD_COMMAND}\n"
     )
 }
 

@@ -63,25 +63,15 @@ pub async fn list_pids(
         return Ok(ExitCode::from(2));
     };
     let (record, _) = jobs::fetch(cluster, job).await?;
-    let nodes: Vec<String> = match node {
-        Some(node) => vec![node.to_string()],
-        None => record
-            .current_attempt()
-            .map(|a| a.allocation.iter().map(|n| n.node.clone()).collect())
-            .unwrap_or_default(),
-    };
+    let asked = node.map(|node| vec![node.to_string()]);
+    let (nodes, usage) = agent_link::job_usage_on_nodes(cluster, &record, asked, "scontrol").await;
     println!("{}", pid_header());
     let mut found = 0;
-    for node in &nodes {
-        match agent_link::job_usage(cluster, node, job).await {
-            Ok(usage) => {
-                let lines = pid_lines(job, &usage, step);
-                found += lines.len();
-                for line in lines {
-                    println!("{line}");
-                }
-            }
-            Err(e) => eprintln!("scontrol: error: {node}: {e:#}"),
+    for node_usage in &usage {
+        let lines = pid_lines(job, node_usage, step);
+        found += lines.len();
+        for line in lines {
+            println!("{line}");
         }
     }
     if found == 0 {
