@@ -79,6 +79,7 @@ pub fn run(args: &ReplicaArgs) -> anyhow::Result<()> {
         timing,
         cluster_name: "bench".into(),
         clock: None,
+        source: None,
     };
     // Logs to stderr when RUST_LOG is set (e.g. RUST_LOG=openraft=debug).
     if std::env::var_os("RUST_LOG").is_some() {

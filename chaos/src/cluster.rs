@@ -53,6 +53,17 @@ struct Credentials {
     admin: (PathBuf, PathBuf),
 }
 
+/// Where a local cluster's processes talk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalNetwork {
+    /// Each in a network namespace of its own (`corral local up --netns`).
+    Netns,
+    /// On loopback behind a fault proxy (`--fault-proxy`).
+    Proxy,
+    /// On loopback with nothing between them: no partitions.
+    Loopback,
+}
+
 /// An existing deployment, as `corral-chaos run --cluster` names it.
 pub struct Deployment {
     pub addresses: String,
@@ -69,12 +80,12 @@ pub struct Deployment {
 
 impl Cluster {
     /// `corral local up` in `dir` (which must not hold a running cluster),
-    /// with `--netns` when `network`.
+    /// on `network`.
     pub fn up(
         corral: &Path,
         dir: &Path,
         (controllers, nodes): (u32, u32),
-        network: bool,
+        network: LocalNetwork,
     ) -> anyhow::Result<Cluster> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let out = Command::new(corral)
@@ -82,7 +93,11 @@ impl Cluster {
             .arg(dir)
             .args(["--controllers", &controllers.to_string()])
             .args(["--nodes", &nodes.to_string()])
-            .args(network.then_some("--netns"))
+            .args(match network {
+                LocalNetwork::Netns => Some("--netns"),
+                LocalNetwork::Proxy => Some("--fault-proxy"),
+                LocalNetwork::Loopback => None,
+            })
             .output()
             .context("running corral local up")?;
         if !out.status.success() {
@@ -109,7 +124,7 @@ impl Cluster {
             addresses,
             controllers: (1..=u64::from(controllers)).collect(),
             nodes: (1..=nodes).map(|i| format!("gpu{i:02}")).collect(),
-            network,
+            network: network != LocalNetwork::Loopback,
             job_path: Some(dir.join("bin")),
             job_corral: corral.to_path_buf(),
             control: Control::Local {

@@ -33,7 +33,7 @@ use corral_jepsen::recovery::recovery;
 use corral_jepsen::report::{recovery_table, timeline_html, verdict_table};
 use corral_jepsen::{Verdict, check_all};
 
-use crate::cluster::{Cluster, Deployment};
+use crate::cluster::{Cluster, Deployment, LocalNetwork};
 use crate::control::Control;
 use crate::recorder::Recorder;
 
@@ -92,8 +92,10 @@ struct RunArgs {
     nodes: u32,
     /// `netns`: every process in a network namespace of its own on a private
     /// bridge, so partitions can be injected (root, iproute2, iptables);
-    /// `loopback`: all on 127.0.0.1, partitions skipped; `auto`: netns
-    /// where this machine allows it.
+    /// `proxy`: on loopback, each process with an address of its own and a
+    /// fault-injecting proxy between them (no root; agents are not parted
+    /// from each other); `loopback`: all on 127.0.0.1, partitions skipped;
+    /// `auto`: netns where this machine allows it, else proxy.
     #[arg(long, value_enum, default_value_t = Network::Auto)]
     network: Network,
     /// Client threads.
@@ -148,47 +150,58 @@ struct RunArgs {
 enum Network {
     Auto,
     Netns,
+    Proxy,
     Loopback,
 }
 
 impl Network {
-    /// Whether to give the cluster its own network; `auto` says why not
-    /// when it cannot.
-    fn use_namespaces(self) -> bool {
+    /// The local cluster's network; `auto` says why not namespaces when it
+    /// cannot have them.
+    fn resolve(self) -> LocalNetwork {
         match self {
-            Network::Netns => true,
-            Network::Loopback => false,
+            Network::Netns => LocalNetwork::Netns,
+            Network::Proxy => LocalNetwork::Proxy,
+            Network::Loopback => LocalNetwork::Loopback,
             Network::Auto => {
-                let root = nix::unistd::geteuid().is_root();
-                let tools = ["ip", "iptables", "nsenter"].iter().all(|program| {
-                    std::process::Command::new(program)
-                        .arg("--version")
-                        .output()
-                        .is_ok()
-                });
-                // Root in a container may still be refused namespaces.
-                let probe = format!("crl-chaos-probe-{}", std::process::id());
-                let namespaces = tools
-                    && std::process::Command::new("ip")
-                        .args(["netns", "add", &probe])
-                        .output()
-                        .is_ok_and(|out| out.status.success());
-                if namespaces {
-                    let _ = std::process::Command::new("ip")
-                        .args(["netns", "del", &probe])
-                        .output();
-                }
-                let tools = tools && namespaces;
-                if !(root && tools) {
+                if namespaces_possible() {
+                    LocalNetwork::Netns
+                } else {
                     println!(
-                        "corral-chaos: on loopback (partitions need root, iproute2, iptables \
-                         and nsenter): partition faults will be skipped"
+                        "corral-chaos: on loopback behind a fault proxy (namespaces need root, \
+                         iproute2, iptables and nsenter): agents are not parted from each other"
                     );
+                    LocalNetwork::Proxy
                 }
-                root && tools
             }
         }
     }
+}
+
+/// Whether this machine lets a cluster have network namespaces: root, the
+/// tools, and namespaces that can be made (root in a container may still be
+/// refused them).
+fn namespaces_possible() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let tools = ["ip", "iptables", "nsenter"].iter().all(|program| {
+        std::process::Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok()
+    });
+    if !(root && tools) {
+        return false;
+    }
+    let probe = format!("crl-chaos-probe-{}", std::process::id());
+    let made = std::process::Command::new("ip")
+        .args(["netns", "add", &probe])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if made {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &probe])
+            .output();
+    }
+    made
 }
 
 /// The agents' lease (corral's default), which bounds how long a cut-off
@@ -266,7 +279,7 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
             &corral,
             &out.join("cluster"),
             (args.controllers, args.nodes),
-            args.network.use_namespaces(),
+            args.network.resolve(),
         )?,
         Some(addresses) => {
             let given = |value: &Option<PathBuf>, flag: &str| {

@@ -106,7 +106,8 @@ impl Fault {
         if partition && !cluster.network {
             return Some(match cluster.control {
                 Control::Local { .. } => "partitions need the cluster on its own network \
-                     (--network netns: root, iproute2, iptables)"
+                     (--network netns: root, iproute2, iptables) or behind a fault proxy \
+                     (--network proxy)"
                     .into(),
                 Control::Exec { .. } => {
                     "give --nemesis-exec cut='...' and heal='...' to inject partitions".into()

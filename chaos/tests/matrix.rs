@@ -1,6 +1,7 @@
 //! The chaos matrix CI runs: every scenario of `corral-chaos list`, each a
 //! short run on a fresh local cluster of real processes, checked by every
-//! checker. A scenario that breaks a promise fails the test with its verdict
+//! checker (`isolate-leader` through the loopback fault proxy, the others on
+//! network namespaces where this machine allows them). A scenario that breaks a promise fails the test with its verdict
 //! table; its directory (history, report, the cluster's logs) is kept.
 //!
 //! Needs the workspace's binaries (`corral`, `corrald`, `corral-agent`)
@@ -54,8 +55,17 @@ fn every_scenario_keeps_every_promise() {
         } else {
             "0"
         };
+        // The leader's isolation goes through the loopback fault proxy (what
+        // a run without root gets); every other partition through network
+        // namespaces where this machine has them.
+        let network = if scenario == "isolate-leader" {
+            "proxy"
+        } else {
+            "auto"
+        };
         let out = Command::new(chaos_bin())
             .args(["run", "--scenario", scenario, "--duration-s", &duration_s()])
+            .args(["--network", network])
             .args(["--long-pct", long_pct])
             .args(["--seed", &(seed as u64 + 1).to_string()])
             .arg("--out")

@@ -559,9 +559,9 @@ pub enum LocalAction {
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
     },
-    /// Partition a cluster started with --netns: every packet between each
-    /// process of ONE and each of OTHER is dropped, both ways (comma lists of
-    /// the names `status` lists). Cuts add up until `heal`.
+    /// Partition a cluster started with --netns or --fault-proxy: every packet
+    /// between each process of ONE and each of OTHER is dropped, both ways
+    /// (comma lists of the names `status` lists). Cuts add up until `heal`.
     Cut {
         #[arg(long, default_value = "corral-local")]
         dir: PathBuf,
@@ -572,8 +572,15 @@ pub enum LocalAction {
         #[arg(long, value_delimiter = ',', required = true)]
         from: Vec<String>,
     },
-    /// Lift every cut of a cluster started with --netns.
+    /// Lift every cut of a cluster started with --netns or --fault-proxy.
     Heal {
+        #[arg(long, default_value = "corral-local")]
+        dir: PathBuf,
+    },
+    /// The fault proxy of a cluster started with --fault-proxy (started by
+    /// `up`; runs until `down`).
+    #[command(hide = true)]
+    FaultProxy {
         #[arg(long, default_value = "corral-local")]
         dir: PathBuf,
     },
@@ -646,6 +653,12 @@ pub struct LocalUpArgs {
     /// them as a real network fault would.
     #[arg(long)]
     pub netns: bool,
+    /// Without root: give every controller and agent a loopback address of
+    /// its own and put a proxy between them, so that `corral local cut` can
+    /// partition the controllers from each other and the agents from the
+    /// controllers (agents are not parted from each other).
+    #[arg(long, conflicts_with = "netns")]
+    pub fault_proxy: bool,
     /// A site's corral.toml (by hand, or from `corral import-slurm`): the local
     /// cluster gets its nodes (simulated, with their CPUs, memory, GPUs and
     /// features), partitions, accounts, users, QOS, topology and settings.

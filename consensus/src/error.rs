@@ -105,6 +105,10 @@ pub enum MembershipError {
         /// The leader, when known.
         leader: Option<(ReplicaId, ReplicaAddr)>,
     },
+    /// The previous change is not committed yet (the leader commits it
+    /// within a heartbeat or two unless it lost its quorum): try again.
+    #[error("the previous membership change is not committed yet: {0}")]
+    InProgress(String),
     /// Raft refused the change (e.g. a voter that is not yet a learner).
     #[error("membership change refused: {0}")]
     Refused(String),

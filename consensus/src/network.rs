@@ -46,6 +46,7 @@ pub const UNREACHABLE_RETRY: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 pub struct PeerNetwork {
     tls: ClientTlsConfig,
+    source: Option<std::net::IpAddr>,
     channels: Arc<Mutex<BTreeMap<ReplicaId, (String, Channel)>>>,
     streams: Arc<Mutex<BTreeMap<ReplicaId, StreamSlot>>>,
 }
@@ -73,9 +74,17 @@ impl PeerNetwork {
     pub fn new(tls: ClientTlsConfig) -> Self {
         PeerNetwork {
             tls,
+            source: None,
             channels: Arc::new(Mutex::new(BTreeMap::new())),
             streams: Arc::new(Mutex::new(BTreeMap::new())),
         }
+    }
+
+    /// Connections made from `source` (an address of this host), or from the
+    /// kernel's choice when `None`.
+    pub fn with_source(mut self, source: Option<std::net::IpAddr>) -> Self {
+        self.source = source;
+        self
     }
 
     /// The channel to `target` at `addr` (`host:port`), created on first use
@@ -94,6 +103,7 @@ impl PeerNetwork {
             .and_then(|e| e.tls_config(self.tls.clone()))
             .map_err(|e| tonic::Status::unavailable(format!("bad peer address {addr}: {e}")))?
             .connect_timeout(Duration::from_secs(2))
+            .local_address(self.source)
             .tcp_nodelay(true)
             // A peer that stops answering (paused, cut off) breaks its call
             // stream within seconds instead of holding calls until TCP gives up.

@@ -140,6 +140,9 @@ pub struct ReplicaConfig {
     /// the log (only the leader's proposer does), so that whichever replica a
     /// client reached, time is the leader's; `None` keeps the callers' stamps.
     pub clock: Option<Clock>,
+    /// The address this replica's connections to its peers come from; `None`
+    /// lets the kernel choose.
+    pub source: Option<std::net::IpAddr>,
 }
 
 /// A replica's Raft position and storage figures.
@@ -229,7 +232,7 @@ impl Replica {
         } = tokio::task::spawn_blocking(move || Storage::open(&dir))
             .await
             .map_err(|e| StartError::Raft(format!("opening storage panicked: {e}")))??;
-        let network = PeerNetwork::new(config.tls.client_config());
+        let network = PeerNetwork::new(config.tls.client_config()).with_source(config.source);
         let timing = &config.timing;
         let raft_config = Config {
             cluster_name: config.cluster_name.clone(),
@@ -474,11 +477,9 @@ impl Replica {
         id: ReplicaId,
         addr: ReplicaAddr,
     ) -> Result<(), MembershipError> {
-        self.raft
-            .add_learner(id, addr, true)
-            .await
-            .map(|_| ())
-            .map_err(membership_error)
+        self.require_leader()?;
+        let result = self.raft.add_learner(id, addr, true).await;
+        result.map(|_| ()).map_err(|e| self.membership_error(e))
     }
 
     /// Makes `voters` the voting members (each must already be a member or a
@@ -488,11 +489,56 @@ impl Replica {
         voters: BTreeSet<ReplicaId>,
         keep_as_learners: bool,
     ) -> Result<(), MembershipError> {
-        self.raft
+        self.require_leader()?;
+        let result = self
+            .raft
             .change_membership(ChangeMembers::ReplaceAllVoters(voters), keep_as_learners)
-            .await
-            .map(|_| ())
-            .map_err(membership_error)
+            .await;
+        result.map(|_| ()).map_err(|e| self.membership_error(e))
+    }
+
+    /// Refuses a membership change on any replica but the leader, naming the
+    /// leader when known. openraft checks a change against the replica's own
+    /// view before it checks leadership, and a replica removed before it
+    /// heard the removal commit keeps an unfinished change in its view for
+    /// good: asked there, a change would be refused as "already undergoing a
+    /// configuration change" instead of sent to the leader.
+    fn require_leader(&self) -> Result<(), MembershipError> {
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.current_leader == Some(self.id) {
+            return Ok(());
+        }
+        let leader = metrics.current_leader.and_then(|id| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .map(|addr| (id, addr.clone()))
+        });
+        Err(MembershipError::NotLeader { leader })
+    }
+
+    /// What a refused membership change means: not the leader (this replica
+    /// lost leadership meanwhile), a change still being committed (worth
+    /// another try), or a refusal.
+    fn membership_error(
+        &self,
+        error: RaftError<ReplicaId, openraft::error::ClientWriteError<ReplicaId, ReplicaAddr>>,
+    ) -> MembershipError {
+        if let Some(forward) = error.forward_to_leader() {
+            return MembershipError::NotLeader {
+                leader: forward.leader_id.zip(forward.leader_node.clone()),
+            };
+        }
+        if let Err(not_leader) = self.require_leader() {
+            return not_leader;
+        }
+        match error.api_error() {
+            Some(openraft::error::ClientWriteError::ChangeMembershipError(
+                openraft::error::ChangeMembershipError::InProgress(_),
+            )) => MembershipError::InProgress(error.to_string()),
+            _ => MembershipError::Refused(error.to_string()),
+        }
     }
 
     /// Takes a snapshot now (also taken automatically every `snapshot_every_entries`).
@@ -629,17 +675,6 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> Repl
         clock_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    }
-}
-
-fn membership_error(
-    error: RaftError<ReplicaId, openraft::error::ClientWriteError<ReplicaId, ReplicaAddr>>,
-) -> MembershipError {
-    match error.forward_to_leader() {
-        Some(forward) => MembershipError::NotLeader {
-            leader: forward.leader_id.zip(forward.leader_node.clone()),
-        },
-        None => MembershipError::Refused(error.to_string()),
     }
 }
 

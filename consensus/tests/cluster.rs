@@ -220,3 +220,96 @@ async fn membership_goes_from_three_to_five_to_three_while_writing() {
     assert_eq!(digests.values().collect::<BTreeSet<_>>().len(), 1);
     cluster.shutdown().await;
 }
+
+/// A replica removed before it heard that its removal committed keeps the
+/// unfinished change in its own view for good (no leader writes to it any
+/// more). Asked to change membership, it must send the caller to the leader,
+/// not refuse with "already undergoing a configuration change" (which the
+/// chaos suite's membership scenario hit for 30 s), and the leader must take
+/// it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_removed_mid_change_sends_membership_changes_to_the_leader() {
+    let mut cluster = TestCluster::start(3).await;
+    for i in 0..5 {
+        cluster.propose(mark(&format!("before{i}"))).await.unwrap();
+    }
+    let leader = cluster.leader().await;
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let (removed, kept) = (others[0], others[1]);
+    // With `kept` down, the joint configuration {all} + {leader, kept}
+    // cannot commit; `removed` receives it all the same.
+    cluster.stop(kept).await;
+    let lead = cluster.replicas.remove(&leader).unwrap();
+    let before = lead.metrics().last_log_index.unwrap_or(0);
+    {
+        let change = lead.change_voters([leader, kept].into_iter().collect(), false);
+        tokio::pin!(change);
+        let deadline = tokio::time::Instant::now() + cluster.patience;
+        loop {
+            tokio::select! {
+                done = &mut change => panic!("the change committed without {kept}: {done:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            }
+            let appended = lead.metrics().last_log_index.unwrap_or(0);
+            let heard = cluster.replicas[&removed]
+                .metrics()
+                .last_log_index
+                .unwrap_or(0);
+            if appended > before && heard == appended {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "replica {removed} never received the joint configuration"
+            );
+        }
+        cluster.stop(removed).await;
+        cluster.launch(kept).await;
+        tokio::time::timeout(cluster.patience, &mut change)
+            .await
+            .expect("the removal did not commit once the kept replica was back")
+            .unwrap();
+    }
+    cluster.replicas.insert(leader, lead);
+    cluster.launch(removed).await;
+
+    let asked = cluster.replicas[&removed]
+        .add_learner(removed, cluster.addr_of(removed))
+        .await;
+    assert!(
+        matches!(
+            asked,
+            Err(corral_consensus::MembershipError::NotLeader { .. })
+        ),
+        "the removed replica answered {asked:?}"
+    );
+
+    // Through the leader it comes back as a voter (leadership may move
+    // meanwhile: the removed replica still campaigns in its stale view).
+    let deadline = tokio::time::Instant::now() + cluster.patience;
+    loop {
+        let leader = cluster.leader().await;
+        let replica = &cluster.replicas[&leader];
+        let back = match replica.add_learner(removed, cluster.addr_of(removed)).await {
+            Ok(()) => replica.change_voters((1..=3).collect(), false).await,
+            Err(e) => Err(e),
+        };
+        match back {
+            Ok(()) => break,
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "replica {removed} was not taken back: {e}"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    cluster.propose(mark("after")).await.unwrap();
+    let leader = cluster.leader().await;
+    assert_eq!(
+        cluster.replicas[&leader].metrics().voters,
+        (1..=3).collect()
+    );
+    let digests = cluster.converged_digests().await;
+    assert_eq!(digests.values().collect::<BTreeSet<_>>().len(), 1);
+    cluster.shutdown().await;
+}

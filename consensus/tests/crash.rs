@@ -31,6 +31,7 @@ async fn single_replica(dir: &std::path::Path) -> Replica {
         timing: timing(),
         cluster_name: "crash".into(),
         clock: None,
+        source: None,
     };
     let replica = Replica::start(config).await.unwrap();
     let me = ReplicaAddr {

@@ -199,6 +199,7 @@ async fn p3_restart_right_after_shutdown() {
             timing: cluster.timing.clone(),
             cluster_name: "test".into(),
             clock: None,
+            source: None,
         };
         let t0 = Instant::now();
         let mut failures = 0;
@@ -261,6 +262,7 @@ async fn p3b_restart_while_snapshot_builds() {
         timing: cluster.timing.clone(),
         cluster_name: "test".into(),
         clock: None,
+        source: None,
     };
     match corral_consensus::Replica::start(config).await {
         Ok(r) => {
@@ -353,6 +355,7 @@ async fn p5_purge_waits_for_a_durable_snapshot() {
         },
         cluster_name: "p5".into(),
         clock: None,
+        source: None,
     };
     let replica = corral_consensus::Replica::start(config).await.unwrap();
     let me = ReplicaAddr {

@@ -58,6 +58,7 @@ impl Controller {
             cluster_name: config.cluster_name.clone(),
             // Time belongs to the leader: its proposer stamps every command.
             clock: Some(corral_consensus::Clock(Arc::new(crate::clock::now))),
+            source: config.listen.source,
         })
         .await
         .context("starting the Raft replica")?;

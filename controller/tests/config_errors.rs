@@ -327,3 +327,9 @@ fn a_bad_listen_address_is_refused() {
     let e = refused("id = 1\n", "id = 1\nlisten = { peer = \"ctl1:7101\" }\n");
     assert_refusal(&e, "listen.peer", "is not a socket address");
 }
+
+#[test]
+fn a_source_that_is_not_an_ip_address_is_refused() {
+    let e = refused("id = 1\n", "id = 1\nlisten = { source = \"ctl1\" }\n");
+    assert_refusal(&e, "listen.source", "is not an IP address");
+}

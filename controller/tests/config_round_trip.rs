@@ -24,6 +24,7 @@ fn generated(id: u64) -> ConfigFile {
         listen: ListenSection {
             peer: None,
             api: Some("0.0.0.0:7201".into()),
+            source: Some("10.0.0.7".into()),
         },
         tls: TlsSection {
             ca: Some("pki/ca.crt".into()),

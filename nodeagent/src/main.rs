@@ -78,6 +78,10 @@ struct Args {
     /// every interface).
     #[arg(long)]
     step_advertise: Option<String>,
+    /// The IP address this agent's channel to the controllers comes from
+    /// (the kernel's choice when not given): one of this host's addresses.
+    #[arg(long, value_name = "IP")]
+    source_ip: Option<std::net::IpAddr>,
     /// Longest random pause, in ms, before looking for a new leader after
     /// losing one (spreads a cluster's agents over this window).
     #[arg(long, default_value_t = 100)]
@@ -249,6 +253,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         step_address,
         reattach_jitter: Duration::from_millis(args.reattach_jitter_ms),
+        source_ip: args.source_ip,
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
     // If this agent dies, its jobs end when its lease does.

@@ -47,6 +47,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         corral_agent: None,
         no_agents: false,
         netns: false,
+        fault_proxy: false,
         config: None,
     })
     .await?;

@@ -95,6 +95,7 @@ impl TestCluster {
             timing: self.timing.clone(),
             cluster_name: "test".into(),
             clock: None,
+            source: None,
         };
         let replica = match self.addrs.get(&id) {
             Some(listen) => Replica::start(config(*listen)).await.unwrap(),

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use corral_consensus::ReplicaAddr;
+use corral_consensus::{MembershipError, ReplicaAddr};
 use corral_proto::admin::AdminChange;
 use corral_proto::api::{
     AdminRequest, BootstrapReply, ChangeMembershipRequest, ClusterStatusReply, Member, WhoAmIReply,
@@ -25,6 +25,9 @@ const CATCH_UP_PATIENCE: Duration = Duration::from_secs(20);
 
 /// How long bootstrap waits for the first leader.
 const FIRST_LEADER_PATIENCE: Duration = Duration::from_secs(20);
+
+/// How long a membership change waits for the previous one to commit.
+const PREVIOUS_CHANGE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// `ClusterStatus`, as this replica sees it.
 pub fn cluster_status(ctx: &ApiContext) -> Result<ClusterStatusReply, Status> {
@@ -181,8 +184,7 @@ pub async fn change_membership(
             peer: request.peer_addr,
             api: request.api_addr,
         };
-        ctx.replica
-            .add_learner(request.id, addr.clone())
+        once_committed(|| ctx.replica.add_learner(request.id, addr.clone()))
             .await
             .map_err(status::membership)?;
         // Promote only a learner that has caught up: a voter that cannot be
@@ -208,8 +210,7 @@ pub async fn change_membership(
         }
         let mut next = voters;
         next.insert(request.id);
-        ctx.replica
-            .change_voters(next, false)
+        once_committed(|| ctx.replica.change_voters(next.clone(), false))
             .await
             .map_err(status::membership)?;
     } else {
@@ -226,12 +227,30 @@ pub async fn change_membership(
                 "the last voter cannot be removed",
             ));
         }
-        ctx.replica
-            .change_voters(next, false)
+        once_committed(|| ctx.replica.change_voters(next.clone(), false))
             .await
             .map_err(status::membership)?;
     }
     cluster_status(ctx)
+}
+
+/// Makes a membership change, again while the previous change is still
+/// being committed: the leader commits it within a few heartbeats unless it
+/// lost its quorum, which `PREVIOUS_CHANGE_PATIENCE` bounds.
+async fn once_committed<F, Fut>(mut change: F) -> Result<(), MembershipError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), MembershipError>>,
+{
+    let deadline = tokio::time::Instant::now() + PREVIOUS_CHANGE_PATIENCE;
+    loop {
+        match change().await {
+            Err(MembershipError::InProgress(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// `Admin`: one configuration change, as the calling administrator.

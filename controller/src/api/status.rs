@@ -64,6 +64,10 @@ pub fn read(error: ReadError) -> Status {
 pub fn membership(error: MembershipError) -> Status {
     match error {
         MembershipError::NotLeader { leader } => not_leader(leader),
+        MembershipError::InProgress(why) => Status::failed_precondition(format!(
+            "the previous membership change is still not committed ({why}); \
+             is a majority of the voters running and reachable? `corral cluster` shows them"
+        )),
         MembershipError::Refused(why) => {
             Status::failed_precondition(format!("membership change refused: {why}"))
         }

@@ -2,7 +2,7 @@
 //! addresses, the initial voters, files, timing, and the cluster definition.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -56,6 +56,8 @@ pub struct ListenAddrs {
     pub peer: SocketAddr,
     /// The client API.
     pub api: SocketAddr,
+    /// Where connections to the other replicas come from, when given.
+    pub source: Option<IpAddr>,
 }
 
 /// TLS files, resolved against the configuration file's directory.

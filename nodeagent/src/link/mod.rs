@@ -41,6 +41,9 @@ pub struct LinkSettings {
     /// Longest random pause before looking for a leader again after a session
     /// ends, so that every agent of a cluster does not knock at once.
     pub reattach_jitter: Duration,
+    /// Where the channel to the controllers comes from; `None` lets the
+    /// kernel choose.
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 /// The latest GPU health samples, for heartbeats (see
@@ -77,13 +80,17 @@ fn random_pause(jitter: Duration) -> Duration {
 /// Finds the leader, serves the session, and again when it ends; runs until
 /// the process ends.
 pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: LinkParts) {
-    let endpoint = match quinn::Endpoint::client(SocketAddr::from(([0, 0, 0, 0], 0))) {
+    let bind = match settings.source_ip {
+        Some(ip) => SocketAddr::new(ip, 0),
+        None => SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let endpoint = match quinn::Endpoint::client(bind) {
         Ok(mut endpoint) => {
             endpoint.set_default_client_config(client);
             endpoint
         }
         Err(e) => {
-            tracing::error!("cannot open a UDP socket for the agent channel: {e}");
+            tracing::error!("cannot open a UDP socket for the agent channel on {bind}: {e}");
             return;
         }
     };

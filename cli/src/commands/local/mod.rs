@@ -6,17 +6,19 @@
 //! the node agent exists. Tests, the demo and the chaos suite build on it.
 
 use std::fmt::Write as _;
-use std::net::TcpListener;
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use corral_controller::config::ListenSection;
 use corral_pki::{BundleSpec, Role};
 use corral_state::slurm::hostlist;
 
 use crate::args::{LocalAction, LocalGpuBackend, LocalUpArgs};
 
+mod fault_proxy;
 mod netns;
 mod process;
 mod site_config;
@@ -80,17 +82,29 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LocalAction::Cut { dir, one, from } => {
-            network_of(&absolute(&dir)?)?.cut(&one, &from)?;
+            let dir = absolute(&dir)?;
+            match network_of(&dir)? {
+                Faults::Netns(network) => network.cut(&one, &from)?,
+                Faults::Proxy => fault_proxy::cut(&dir, &one, &from)?,
+            }
             if !json {
                 println!("cut {} from {}", one.join(","), from.join(","));
             }
             Ok(ExitCode::SUCCESS)
         }
         LocalAction::Heal { dir } => {
-            network_of(&absolute(&dir)?)?.heal()?;
+            let dir = absolute(&dir)?;
+            match network_of(&dir)? {
+                Faults::Netns(network) => network.heal()?,
+                Faults::Proxy => fault_proxy::heal(&dir)?,
+            }
             if !json {
                 println!("every cut lifted");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        LocalAction::FaultProxy { dir } => {
+            fault_proxy::serve(&absolute(&dir)?).await?;
             Ok(ExitCode::SUCCESS)
         }
         LocalAction::Start { dir, process, env } => {
@@ -256,12 +270,46 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     } else {
         None
     };
+    let proxy = if args.fault_proxy {
+        let agent_names: Vec<String> = nodes.iter().map(|n| format!("agent-{n}")).collect();
+        let layout = fault_proxy::Layout::plan(
+            &controller_ids,
+            &agent_names,
+            &free_ports(controller_ids.len() * 4)?,
+        )?;
+        layout.save(&dir)?;
+        process::spawn(
+            &dir,
+            fault_proxy::PROCESS,
+            &Launch {
+                program: std::env::current_exe().context("cannot find this program's own path")?,
+                args: vec![
+                    "local".into(),
+                    "fault-proxy".into(),
+                    "--dir".into(),
+                    dir.display().to_string(),
+                ],
+                env: Vec::new(),
+                netns: None,
+            },
+        )?;
+        fault_proxy::wait_ready(&dir, Duration::from_secs(10))?;
+        Some(layout)
+    } else {
+        None
+    };
     // Each controller's own address on the cluster's network.
     let controller_ip = |id: u64| {
         network
             .as_ref()
             .and_then(|n| n.members.get(&format!("controller-{id}")))
             .map(|m| m.ip.to_string())
+            .or_else(|| {
+                proxy
+                    .as_ref()
+                    .and_then(|p| p.member(&format!("controller-{id}")))
+                    .map(|ip| ip.to_string())
+            })
     };
     corral_pki::write_dev_bundle(
         &dir.join("certs"),
@@ -275,7 +323,16 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             users: principals,
         },
     )?;
-    let replicas: Vec<(u64, String, String)> = if network.is_some() {
+    let replicas: Vec<(u64, String, String)> = if let Some(proxy) = &proxy {
+        // Known by the proxy's addresses; each listens behind it.
+        controller_ids
+            .iter()
+            .map(|id| {
+                let place = proxy.controller(*id)?;
+                Ok((*id, place.peer.to_string(), place.api.to_string()))
+            })
+            .collect::<anyhow::Result<_>>()?
+    } else if network.is_some() {
         // Each in a namespace of its own: every one may take the same ports.
         controller_ids
             .iter()
@@ -302,9 +359,20 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
+        let listen = match &proxy {
+            Some(proxy) => {
+                let place = proxy.controller(*id)?;
+                ListenSection {
+                    peer: Some(place.listen_peer.to_string()),
+                    api: Some(place.listen_api.to_string()),
+                    source: Some(place.ip.to_string()),
+                }
+            }
+            None => ListenSection::default(),
+        };
         let text = match &site {
-            Some(site) => site.controller_text(*id, &replicas, &dir)?,
-            None => config_text(*id, &replicas, &nodes, &node_gpus, &users, &dir),
+            Some(site) => site.controller_text(*id, &replicas, &listen, &dir)?,
+            None => config_text(*id, &replicas, &listen, &nodes, &node_gpus, &users, &dir),
         };
         std::fs::write(config_dir.join("corral.toml"), text)?;
         process::spawn(
@@ -335,10 +403,16 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         };
         std::fs::create_dir_all(dir.join("checkpoints"))?;
         for (node, shape) in &agents {
-            let place = network
-                .as_ref()
-                .and_then(|n| n.members.get(&format!("agent-{node}")));
-            start_agent(&dir, &agent, node, &addresses, shape, place)?;
+            let name = format!("agent-{node}");
+            let place = match (&network, &proxy) {
+                (Some(network), _) => network.members.get(&name).map(|m| AgentPlace {
+                    ip: IpAddr::V4(m.ip),
+                    netns: Some(m.netns.clone()),
+                }),
+                (None, Some(proxy)) => proxy.member(&name).map(|ip| AgentPlace { ip, netns: None }),
+                (None, None) => None,
+            };
+            start_agent(&dir, &agent, node, &addresses, shape, place.as_ref())?;
         }
     }
     // sbatch, srun, ... for the jobs and the shells of this cluster.
@@ -477,20 +551,26 @@ struct AgentShape {
 }
 
 /// Starts the agent of `node` as `shape` says.
+/// An agent's own address, and its network namespace (`--netns`).
+struct AgentPlace {
+    ip: IpAddr,
+    netns: Option<String>,
+}
+
 fn start_agent(
     dir: &Path,
     agent: &Path,
     node: &str,
     addresses: &[String],
     shape: &AgentShape,
-    place: Option<&netns::Member>,
+    place: Option<&AgentPlace>,
 ) -> anyhow::Result<()> {
     let certs = dir.join("certs");
     let state_dir = dir.join("agents").join(node);
     std::fs::create_dir_all(&state_dir)?;
     let gpus = shape.gpus.clone();
     let path = |p: PathBuf| p.display().to_string();
-    let args = vec![
+    let mut args = vec![
         "--controllers".to_string(),
         addresses.join(","),
         "--ca".into(),
@@ -505,14 +585,22 @@ fn start_agent(
         path(state_dir),
         "--checkpoint-root".into(),
         path(dir.join("checkpoints")),
-        // Without namespaces every agent shares the loopback interface.
+        // Without namespaces agents share the loopback interface's ports.
         "--step-listen".into(),
-        place.map_or_else(|| "127.0.0.1:0".into(), |m| format!("{}:6818", m.ip)),
+        match place {
+            Some(AgentPlace { ip, netns: Some(_) }) => format!("{ip}:6818"),
+            Some(AgentPlace { ip, netns: None }) => format!("{ip}:0"),
+            None => "127.0.0.1:0".into(),
+        },
         "--cpus".into(),
         shape.cpus.to_string(),
         "--memory-mb".into(),
         shape.memory_mb.to_string(),
     ];
+    if let Some(AgentPlace { ip, netns: None }) = place {
+        // Behind the fault proxy, which names callers by their address.
+        args.extend(["--source-ip".to_string(), ip.to_string()]);
+    }
     let env = std::env::var("RUST_LOG")
         .ok()
         .map(|filter| ("RUST_LOG".to_string(), filter))
@@ -525,7 +613,7 @@ fn start_agent(
             program: agent.to_path_buf(),
             args,
             env,
-            netns: place.map(|m| m.netns.clone()),
+            netns: place.and_then(|p| p.netns.clone()),
         },
     )?;
     Ok(())
@@ -556,16 +644,28 @@ fn subnet_hint(dir: &Path) -> u8 {
     hash.to_le_bytes().iter().fold(0, |x, b| x ^ b)
 }
 
-/// The network of the cluster in `dir`, which must have been started with
-/// `--netns`.
-fn network_of(dir: &Path) -> anyhow::Result<Network> {
-    Network::load(dir)?.with_context(|| {
-        format!(
-            "the cluster in {} has no network of its own to cut: start it with \
-             `corral local up --netns` (as root)",
-            dir.display()
-        )
-    })
+/// How network faults reach the cluster in `dir`.
+enum Faults {
+    /// Its own network (`--netns`).
+    Netns(Network),
+    /// Its fault proxy (`--fault-proxy`).
+    Proxy,
+}
+
+/// How network faults reach the cluster in `dir`, which must have been
+/// started with `--netns` or `--fault-proxy`.
+fn network_of(dir: &Path) -> anyhow::Result<Faults> {
+    if let Some(network) = Network::load(dir)? {
+        return Ok(Faults::Netns(network));
+    }
+    if fault_proxy::Layout::load(dir)?.is_some() {
+        return Ok(Faults::Proxy);
+    }
+    bail!(
+        "the cluster in {} can not be partitioned: start it with `corral local up --netns` \
+         (as root) or `corral local up --fault-proxy`",
+        dir.display()
+    )
 }
 
 /// CPUs of a local node (as its configuration says).
@@ -577,6 +677,7 @@ const NODE_MEMORY_MB: u64 = 524_288;
 fn config_text(
     id: u64,
     replicas: &[(u64, String, String)],
+    listen: &ListenSection,
     nodes: &[String],
     gpus: &NodeGpus,
     users: &[String],
@@ -620,6 +721,19 @@ fn config_text(
         text,
         "\n[leader]\nschedule_interval_ms = 500\ntick_interval_ms = 1000"
     );
+    let listen_keys = [
+        ("peer", &listen.peer),
+        ("api", &listen.api),
+        ("source", &listen.source),
+    ];
+    if listen_keys.iter().any(|(_, v)| v.is_some()) {
+        let _ = writeln!(text, "\n[listen]");
+        for (key, value) in listen_keys {
+            if let Some(value) = value {
+                let _ = writeln!(text, "{key} = {value:?}");
+            }
+        }
+    }
     for (rid, peer, api) in replicas {
         let _ = writeln!(
             text,
@@ -837,9 +951,15 @@ mod tests {
             ),
         ];
         for nodes in [1, 4, 5] {
+            let listen = ListenSection {
+                peer: Some("127.0.1.2:7202".into()),
+                api: Some("127.0.1.2:7302".into()),
+                source: Some("127.0.1.2".into()),
+            };
             let text = config_text(
                 2,
                 &replicas,
+                &listen,
                 &node_names(nodes),
                 &NodeGpus {
                     count: 8,
@@ -852,6 +972,8 @@ mod tests {
             let config = corral_controller::config::parse(&text, &dir.join("corral.toml"))
                 .unwrap_or_else(|e| panic!("{e}\n{text}"));
             assert_eq!(config.id, 2);
+            assert_eq!(config.listen.api.to_string(), "127.0.1.2:7302");
+            assert_eq!(config.listen.source, Some("127.0.1.2".parse().unwrap()));
             assert_eq!(config.cluster.nodes.len(), nodes as usize);
             let mut state = corral_state::ClusterState::default();
             let admin = corral_state::ids::Actor {

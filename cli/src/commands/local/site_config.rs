@@ -132,6 +132,7 @@ impl SiteConfig {
         let probe = config.controller_text(
             1,
             &[(1, "127.0.0.1:1".into(), "127.0.0.1:2".into())],
+            &ListenSection::default(),
             Path::new("/nonexistent-local-cluster"),
         )?;
         corral_controller::config::parse(&probe, path)?;
@@ -144,18 +145,20 @@ impl SiteConfig {
     }
 
     /// The `corral.toml` of local controller `id` of `replicas` (id, peer,
-    /// api), with its data and certificates in `dir`.
+    /// api), listening as `listen` says, with its data and certificates in
+    /// `dir`.
     pub fn controller_text(
         &self,
         id: u64,
         replicas: &[(u64, String, String)],
+        listen: &ListenSection,
         dir: &Path,
     ) -> anyhow::Result<String> {
         let certs = dir.join("certs");
         let mut file = self.file.clone();
         file.id = Some(id);
         file.data_dir = Some(dir.join(format!("controller-{id}/data")));
-        file.listen = ListenSection::default();
+        file.listen = listen.clone();
         file.tls = TlsSection {
             ca: Some(certs.join("ca.pem")),
             cert: Some(certs.join(format!("controller-{id}.pem"))),

@@ -32,6 +32,12 @@ pub struct ListenSection {
     /// Socket address of the client API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// The IP address this replica's connections to the other replicas come
+    /// from (the kernel's choice when not given). `corral local up
+    /// --fault-proxy` gives each replica its own loopback address, so the
+    /// proxy between them knows who calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// TLS files (`[tls]`); relative paths are relative to the configuration file's

@@ -95,6 +95,18 @@ pub(crate) fn check(
     let listen = ListenAddrs {
         peer: listen_addr("listen.peer", listen.peer.as_deref(), &this.peer)?,
         api: listen_addr("listen.api", listen.api.as_deref(), &this.api)?,
+        source: listen
+            .source
+            .as_deref()
+            .map(|written| {
+                written.parse::<IpAddr>().map_err(|_| {
+                    Refusal::new(
+                        "listen.source",
+                        format!("{written:?} is not an IP address; write one of this host's addresses, e.g. 10.0.0.5"),
+                    )
+                })
+            })
+            .transpose()?,
     };
     Ok(Group {
         id,
