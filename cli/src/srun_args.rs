@@ -119,8 +119,9 @@ pub struct AllocationOptions {
     /// Print errors only, not the allocation's progress.
     #[arg(short = 'Q', long)]
     pub quiet: bool,
-    /// A pseudo-terminal for task 0: not supported (use salloc, which gives a
-    /// shell on this host inside the allocation).
+    /// Task 0 on a pseudo-terminal fed by this terminal (`srun --pty bash`
+    /// for an interactive shell on the first node); the other tasks' output
+    /// is dropped.
     #[arg(long)]
     pub pty: bool,
 }

@@ -70,7 +70,7 @@ names = "dgx[1-2]"
 cpus = 32
 memory = "1T"
 gpus = 4
-gpu_type = "a100"
+gpu_type = "A100"
 features = ["ib"]
 
 [[nodes]]
@@ -115,7 +115,7 @@ shares = 2
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
-    assert!(nodes.contains("dgx1 32 gpu:a100:4 gpu* idle"), "{nodes}");
+    assert!(nodes.contains("dgx1 32 gpu:A100:4 gpu* idle"), "{nodes}");
     assert!(nodes.contains("cpu1 16 (null) cpu idle"), "{nodes}");
     // The site's partitions and typed GPUs take jobs; the local user charges
     // the file's account.
@@ -125,7 +125,7 @@ shares = 2
         &me(),
         &[
             "-N2",
-            "--gres=gpu:a100:4",
+            "--gres=gpu:A100:4",
             "-l",
             "sh",
             "-c",
@@ -205,4 +205,52 @@ fn an_imported_slurm_configuration_runs_as_a_local_cluster() {
         2,
         "{text}"
     );
+}
+
+/// `corral local up --fault-proxy`: without root, a cut still parts the
+/// leader from the others (a new leader is elected on their side, the old
+/// one falls behind), and the heal joins it again (it catches up).
+#[test]
+fn the_fault_proxy_parts_the_leader_and_the_heal_joins_it() {
+    let cluster = LocalCluster::start_with_args(3, &["--nodes", "1", "--fault-proxy"]);
+    let old = cluster.leader();
+    let others: Vec<String> = (1..=3)
+        .filter(|c| *c != old)
+        .map(|c| format!("controller-{c}"))
+        .chain(["agent-gpu01".to_string()])
+        .collect();
+    cluster.cut(&format!("controller-{old}"), &others);
+    let patience = std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + patience;
+    let new = loop {
+        // Asked on the majority's side (the proxy never parts this machine).
+        let leader = cluster.status()["leader"].as_u64();
+        if let Some(new) = leader.filter(|new| *new != old) {
+            break new;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new leader while {old} was cut off"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // Writes commit without the cut-off replica, which falls behind.
+    cluster.ok(&me(), &["submit", "--hold", "--wrap", "true"]);
+    cluster.heal();
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let status = cluster.status();
+        let members = status["members"].as_array().cloned().unwrap_or_default();
+        let caught_up = members
+            .iter()
+            .all(|m| m["lag"].as_u64() == Some(0) && m["voter"] == true);
+        if caught_up && members.len() == 3 && status["leader"].as_u64().is_some() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "controller-{old} did not catch up with leader {new} after the heal: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -217,6 +217,20 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     got.sort();
     assert_eq!(got, ["0: got:", "1: got:hi"], "{}", text(&out.stderr));
 
+    // --pty: task 0 on a terminal of its own (a shell reads its commands
+    // there, interactive), the other tasks' output dropped, the shell's exit
+    // status srun's.
+    let out = run_with_input(
+        &cluster,
+        &["-N2", "--pty", "sh"],
+        "tty; test -t 1 && echo rank-$SLURM_PROCID-on-a-terminal\nexit 3\n",
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("/dev/pts/"), "{stdout}");
+    assert!(stdout.contains("rank-0-on-a-terminal\r\n"), "{stdout}");
+    assert!(!stdout.contains("rank-1"), "{stdout}");
+
     // Tasks that never read their input hold up neither srun's signals nor
     // its end: 8 MiB of input, then an interrupt, and the step ends.
     let mut ignoring = spawn_with(&cluster, "srun", &["-N2", "sleep", "600"], Stdio::piped());
@@ -262,13 +276,6 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     assert_eq!(
         text(&out.stderr),
         "srun: unrecognized option '--container-image=nvcr.io/x'\nTry \"srun --help\" for more information\n"
-    );
-    let out = run(&cluster, "srun", &["--pty", "bash"]);
-    assert_ne!(out.status.code(), Some(0));
-    assert!(
-        text(&out.stderr).contains("salloc"),
-        "{}",
-        text(&out.stderr)
     );
 
     // --test-only says where and when, and submits nothing.

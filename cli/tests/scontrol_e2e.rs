@@ -1,6 +1,8 @@
 //! End to end: the `corral` binary invoked through a link named `scontrol`, as a
 //! job script would call it, against a local cluster of three controllers: hold,
-//! show job, release, and `show hostnames` (which needs no cluster).
+//! show job, release, `show reservation` (of reservations made with `corral
+//! admin reservation create`), `show config`, and `show hostnames` (which needs
+//! no cluster).
 
 #![allow(clippy::unwrap_used)]
 
@@ -135,6 +137,8 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    show_reservations_and_config(&cluster, leader);
+
     // Hostnames need no cluster at all.
     let out = Command::new(cluster.dir.path().join("scontrol"))
         .args(["show", "hostnames", "gpu[01-02]"])
@@ -144,4 +148,138 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
         .output()
         .unwrap();
     assert_eq!(stdout_of(&out, "show hostnames"), "gpu01\ngpu02\n");
+}
+
+/// `show reservation` before and after an admin creates reservations, and
+/// `show config`, as a plain user.
+fn show_reservations_and_config(cluster: &LocalCluster, leader: &str) {
+    let out = scontrol(cluster, leader, "user-alice", &["show", "reservation"]);
+    assert_eq!(
+        stdout_of(&out, "show reservation"),
+        "No reservations in the system\n"
+    );
+    for create in [
+        &[
+            "demo",
+            "--start",
+            "2030-01-01T10:00:00",
+            "--end",
+            "2030-01-02T12:30:00",
+            "--nodes",
+            "gpu01",
+            "--users",
+            "alice,bob",
+            "--accounts",
+            "root",
+        ][..],
+        &[
+            "window",
+            "--start",
+            "2030-02-01T00:00:00",
+            "--duration",
+            "4:00:00",
+            "--nodes",
+            "gpu[01-02]",
+            "--maintenance",
+        ][..],
+    ] {
+        let mut args = vec!["admin", "reservation", "create"];
+        args.extend_from_slice(create);
+        cluster.ok("user-corral-admin", &args);
+    }
+    let demo = "\
+ReservationName=demo StartTime=2030-01-01T10:00:00 EndTime=2030-01-02T12:30:00 Duration=1-02:30:00
+   Nodes=gpu01 NodeCnt=1 CoreCnt=64 Features=(null) PartitionName=(null) Flags=SPEC_NODES
+   TRES=cpu=64
+   Users=alice,bob Groups=(null) Accounts=root Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a
+   MaxStartDelay=(null)
+
+";
+    let window = "\
+ReservationName=window StartTime=2030-02-01T00:00:00 EndTime=2030-02-01T04:00:00 Duration=04:00:00
+   Nodes=gpu[01-02] NodeCnt=2 CoreCnt=128 Features=(null) PartitionName=(null) Flags=MAINT,SPEC_NODES
+   TRES=cpu=128
+   Users=(null) Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a
+   MaxStartDelay=(null)
+
+";
+    let out = scontrol(cluster, leader, "user-alice", &["show", "reservation"]);
+    assert_eq!(
+        stdout_of(&out, "show reservation"),
+        format!("{demo}{window}")
+    );
+    let out = scontrol(cluster, leader, "user-alice", &["show", "res", "demo"]);
+    assert_eq!(stdout_of(&out, "show res demo"), demo);
+    let out = scontrol(
+        cluster,
+        leader,
+        "user-alice",
+        &["-o", "show", "ReservationName=window"],
+    );
+    let one_line = stdout_of(&out, "-o show ReservationName=window");
+    assert_eq!(one_line.lines().count(), 1, "{one_line}");
+    assert!(
+        one_line.starts_with("ReservationName=window StartTime=2030-02-01T00:00:00 "),
+        "{one_line}"
+    );
+    assert!(
+        one_line.ends_with(" Watts=n/a MaxStartDelay=(null)\n"),
+        "{one_line}"
+    );
+    let out = scontrol(
+        cluster,
+        leader,
+        "user-alice",
+        &["show", "reservation", "nope"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Reservation nope not found\n"
+    );
+
+    let out = scontrol(cluster, leader, "user-alice", &["show", "config"]);
+    let config = stdout_of(&out, "show config");
+    assert!(
+        config.starts_with("Configuration data as of 20"),
+        "{config}"
+    );
+    for line in [
+        "ClusterName             = local",
+        "GresTypes               = gpu",
+        "KillWait                = 10 sec",
+        "PriorityType            = priority/multifactor",
+        "PriorityDecayHalfLife   = 7-00:00:00",
+        "PriorityWeightFairShare = 10000",
+        "SchedulerType           = sched/backfill",
+        "SelectType              = select/cons_tres",
+        "",
+        "Corral Configuration (no Slurm equivalent):",
+        "PreemptGraceTime        = 00:02:00",
+    ] {
+        assert!(
+            config.lines().any(|l| l == line),
+            "no '{line}' in:\n{config}"
+        );
+    }
+    for (i, address) in cluster.addresses.iter().enumerate() {
+        let host = format!("SlurmctldHost[{i}]        = {address}");
+        assert!(
+            config.lines().any(|l| l == host),
+            "no '{host}' in:\n{config}"
+        );
+    }
+    let pinged: Vec<&str> = config.lines().rev().take(3).collect();
+    assert!(
+        pinged
+            .iter()
+            .all(|l| l.starts_with("Slurmctld(") && l.ends_with(" is UP")),
+        "{config}"
+    );
+    assert!(
+        pinged
+            .iter()
+            .any(|l| l.starts_with("Slurmctld(primary) at ")),
+        "{config}"
+    );
 }

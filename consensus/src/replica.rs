@@ -120,6 +120,10 @@ impl Default for RaftTiming {
     }
 }
 
+/// How long a membership change may take before the caller is answered
+/// that it did not finish (it may still).
+const MEMBERSHIP_PATIENCE: Duration = Duration::from_secs(60);
+
 /// How to start a replica.
 #[derive(Debug, Clone)]
 pub struct ReplicaConfig {
@@ -478,8 +482,15 @@ impl Replica {
         addr: ReplicaAddr,
     ) -> Result<(), MembershipError> {
         self.require_leader()?;
-        let result = self.raft.add_learner(id, addr, true).await;
-        result.map(|_| ()).map_err(|e| self.membership_error(e))
+        let change = self.raft.add_learner(id, addr, true);
+        match tokio::time::timeout(MEMBERSHIP_PATIENCE, change).await {
+            Ok(result) => result.map(|_| ()).map_err(|e| self.membership_error(e)),
+            Err(_) => Err(MembershipError::Refused(format!(
+                "replica {id} did not catch up within {} s (is it running and reachable?); \
+                 it may still join: see `corral cluster`",
+                MEMBERSHIP_PATIENCE.as_secs()
+            ))),
+        }
     }
 
     /// Makes `voters` the voting members (each must already be a member or a
@@ -490,11 +501,17 @@ impl Replica {
         keep_as_learners: bool,
     ) -> Result<(), MembershipError> {
         self.require_leader()?;
-        let result = self
+        let change = self
             .raft
-            .change_membership(ChangeMembers::ReplaceAllVoters(voters), keep_as_learners)
-            .await;
-        result.map(|_| ()).map_err(|e| self.membership_error(e))
+            .change_membership(ChangeMembers::ReplaceAllVoters(voters), keep_as_learners);
+        match tokio::time::timeout(MEMBERSHIP_PATIENCE, change).await {
+            Ok(result) => result.map(|_| ()).map_err(|e| self.membership_error(e)),
+            Err(_) => Err(MembershipError::Refused(format!(
+                "the change did not commit within {} s (has the leader lost its quorum?); \
+                 it may still commit: see `corral cluster`",
+                MEMBERSHIP_PATIENCE.as_secs()
+            ))),
+        }
     }
 
     /// Refuses a membership change on any replica but the leader, naming the
@@ -505,7 +522,8 @@ impl Replica {
     /// configuration change" instead of sent to the leader.
     fn require_leader(&self) -> Result<(), MembershipError> {
         let metrics = self.raft.metrics().borrow().clone();
-        if metrics.current_leader == Some(self.id) {
+        // A leader no quorum answers could not commit the change.
+        if metrics.current_leader == Some(self.id) && !*self.stale.borrow() {
             return Ok(());
         }
         let leader = metrics.current_leader.and_then(|id| {

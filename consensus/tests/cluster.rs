@@ -290,10 +290,15 @@ async fn a_replica_removed_mid_change_sends_membership_changes_to_the_leader() {
     loop {
         let leader = cluster.leader().await;
         let replica = &cluster.replicas[&leader];
-        let back = match replica.add_learner(removed, cluster.addr_of(removed)).await {
-            Ok(()) => replica.change_voters((1..=3).collect(), false).await,
-            Err(e) => Err(e),
+        let take_back = async {
+            replica
+                .add_learner(removed, cluster.addr_of(removed))
+                .await?;
+            replica.change_voters((1..=3).collect(), false).await
         };
+        let back = tokio::time::timeout(cluster.patience, take_back)
+            .await
+            .expect("taking the removed replica back hung");
         match back {
             Ok(()) => break,
             Err(e) => assert!(

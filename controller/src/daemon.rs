@@ -42,6 +42,13 @@ impl Controller {
         let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
         config.check_files()?;
         let (peer_listen, api_listen) = (config.listen.peer, config.listen.api);
+        if let Some(source) = config.listen.source {
+            std::net::TcpListener::bind((source, 0)).with_context(|| {
+                format!(
+                    "[listen] source = {source:?}: no connection can come from it; give an address of this host"
+                )
+            })?;
+        }
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!(
                 "cannot create the data directory {}",

@@ -238,6 +238,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ),
     }
     std::fs::create_dir_all(args.state_dir.join("scripts"))?;
+    if let Some(ip) = args.source_ip {
+        std::net::UdpSocket::bind((ip, 0)).with_context(|| {
+            format!("--source-ip {ip}: no UDP socket can use it; give an address of this host")
+        })?;
+    }
     let settings = LinkSettings {
         controllers: args.controllers.clone(),
         node: node.clone(),

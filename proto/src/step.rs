@@ -66,6 +66,23 @@ pub struct SrunRequest {
     /// Which tasks read `srun`'s standard input (`--input`), which follows
     /// the request as `Stdin` frames and one `StdinEnd`.
     pub input: StepInput,
+    /// `--pty`: task 0 runs on a pseudo-terminal of this size (its input
+    /// and output are the terminal's), the other tasks' output is dropped.
+    pub pty: Option<TerminalSize>,
+}
+
+/// A terminal's size in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+impl Default for TerminalSize {
+    /// What a terminal that cannot say its size is taken to be.
+    fn default() -> Self {
+        TerminalSize { rows: 24, cols: 80 }
+    }
 }
 
 /// Which of a step's tasks get `srun`'s standard input.
@@ -227,6 +244,8 @@ pub struct StepLaunch {
     pub workdir: String,
     /// Which tasks read `srun`'s standard input.
     pub input: StepInput,
+    /// Task 0 on a pseudo-terminal of this size (`srun --pty`).
+    pub pty: Option<TerminalSize>,
 }
 
 /// Which output a chunk came from.

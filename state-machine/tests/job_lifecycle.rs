@@ -784,3 +784,30 @@ fn checkpoints_must_move_forward_and_come_from_the_newest_attempt() {
     });
     assert!(matches!(future, Err(Rejection::StaleAttempt { .. })));
 }
+
+#[test]
+fn gpu_types_register_whatever_their_case_but_another_model_drains() {
+    let mut s = cluster(2, 8);
+    let found = |model: &str| Command::RegisterNode {
+        node: "n1".into(),
+        cpus: 64,
+        memory_mb: 512 * 1024,
+        gpus: (0..8).map(|i| (i, model.to_string())).collect(),
+        running: Vec::new(),
+        agent_version: "test".into(),
+        boot_id: format!("boot-{model}"),
+        step_address: None,
+        at: at(5),
+    };
+    ok(&mut s, found("H100"));
+    assert_eq!(s.nodes()["n1"].drain, None, "H100 is the configured h100");
+    ok(&mut s, found("a100"));
+    let drain = s.nodes()["n1"]
+        .drain
+        .clone()
+        .expect("an A100 is not an H100");
+    assert!(
+        drain.reason.contains("GPU 0 is a a100, configured as h100"),
+        "{drain:?}"
+    );
+}

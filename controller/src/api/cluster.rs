@@ -167,13 +167,7 @@ pub async fn change_membership(
     request: ChangeMembershipRequest,
 ) -> Result<ClusterStatusReply, Status> {
     caller.admin("changing membership")?;
-    let voters: BTreeSet<u64> = ctx
-        .replica
-        .members()
-        .into_iter()
-        .filter(|m| m.voter)
-        .map(|m| m.id)
-        .collect();
+    let voters = voters_now(ctx);
     if request.add {
         if request.peer_addr.is_empty() || request.api_addr.is_empty() {
             return Err(Status::invalid_argument(
@@ -208,11 +202,15 @@ pub async fn change_membership(
                 CATCH_UP_PATIENCE.as_secs()
             )));
         }
-        let mut next = voters;
-        next.insert(request.id);
-        once_committed(|| ctx.replica.change_voters(next.clone(), false))
-            .await
-            .map_err(status::membership)?;
+        // The voters as they are at each try: another change may have
+        // committed meanwhile.
+        once_committed(|| {
+            let mut next = voters_now(ctx);
+            next.insert(request.id);
+            ctx.replica.change_voters(next, false)
+        })
+        .await
+        .map_err(status::membership)?;
     } else {
         if !voters.contains(&request.id) {
             return Err(Status::not_found(format!(
@@ -220,18 +218,30 @@ pub async fn change_membership(
                 request.id
             )));
         }
-        let mut next = voters;
-        next.remove(&request.id);
-        if next.is_empty() {
+        if voters.len() == 1 {
             return Err(Status::failed_precondition(
                 "the last voter cannot be removed",
             ));
         }
-        once_committed(|| ctx.replica.change_voters(next.clone(), false))
-            .await
-            .map_err(status::membership)?;
+        once_committed(|| {
+            let mut next = voters_now(ctx);
+            next.remove(&request.id);
+            ctx.replica.change_voters(next, false)
+        })
+        .await
+        .map_err(status::membership)?;
     }
     cluster_status(ctx)
+}
+
+/// The voters in this replica's view now.
+fn voters_now(ctx: &ApiContext) -> BTreeSet<u64> {
+    ctx.replica
+        .members()
+        .into_iter()
+        .filter(|m| m.voter)
+        .map(|m| m.id)
+        .collect()
 }
 
 /// Makes a membership change, again while the previous change is still

@@ -13,6 +13,8 @@ mod jobs;
 mod nodes;
 pub mod planning_limits;
 mod priorities;
+mod reservations;
+mod settings;
 mod signal;
 mod signal_targets;
 mod start_estimates;
@@ -27,12 +29,13 @@ use corral_consensus::Replica;
 use corral_proto::api::corral_server::Corral;
 use corral_proto::api::{
     AccountingReply, AccountingRequest, AdminRequest, BootstrapReply, CancelJobsReply,
-    CancelJobsRequest, ChangeMembershipRequest, ClusterStatusReply, ControlJobReply,
-    ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest, JobEvent,
-    ListAssociationsReply, ListJobsReply, ListJobsRequest, ListNodesReply, ListNodesRequest,
-    PrioritiesReply, PrioritiesRequest, ReportCheckpointRequest, SetNodeStateRequest,
-    ShareTreeReply, SignalJobsReply, SignalJobsRequest, StartEstimatesReply, SubmitJobReply,
-    SubmitJobRequest, UpdateJobRequest, WhoAmIReply,
+    CancelJobsRequest, ChangeMembershipRequest, ClusterSettingsReply, ClusterStatusReply,
+    ControlJobReply, ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest,
+    JobEvent, ListAssociationsReply, ListJobsReply, ListJobsRequest, ListNodesReply,
+    ListNodesRequest, ListReservationsReply, PrioritiesReply, PrioritiesRequest,
+    ReportCheckpointRequest, SetNodeStateRequest, ShareTreeReply, SignalJobsReply,
+    SignalJobsRequest, StartEstimatesReply, SubmitJobReply, SubmitJobRequest, UpdateJobRequest,
+    WhoAmIReply,
 };
 use corral_state::{Command, Outcome, Rejection};
 use tokio::sync::Notify;
@@ -251,6 +254,22 @@ impl Corral for ApiService {
     ) -> Result<Response<ListAssociationsReply>, Status> {
         Caller::of(&request)?;
         associations::list(&self.ctx).map(Response::new)
+    }
+
+    async fn list_reservations(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<ListReservationsReply>, Status> {
+        Caller::of(&request)?;
+        reservations::list(&self.ctx).map(Response::new)
+    }
+
+    async fn cluster_settings(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<ClusterSettingsReply>, Status> {
+        Caller::of(&request)?;
+        settings::settings(&self.ctx).map(Response::new)
     }
 
     async fn cluster_status(

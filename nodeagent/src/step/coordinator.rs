@@ -644,6 +644,7 @@ fn plan(
         env: request.env.clone(),
         workdir: request.workdir.clone(),
         input: request.input,
+        pty: request.pty,
     };
     Ok((step, routes))
 }

@@ -22,7 +22,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::environment::layout::placements;
 use crate::job::environment::{LaunchContext, task_environment};
-use crate::job::process::{JobProcess, TaskOutput, TaskSpec};
+use crate::job::process::{JobProcess, TaskIo, TaskOutput, TaskSpec};
 use crate::supervisor::{AttemptKey, Supervisor, TaskId};
 
 /// Between SIGTERM and SIGKILL when a step is aborted.
@@ -112,7 +112,13 @@ pub async fn run_node_share(
             env,
             workdir: PathBuf::from(&launch.workdir),
             user,
-            piped_stdin: launch.input.reaches(task.procid),
+            io: match launch.pty {
+                Some(size) if task.procid == 0 => TaskIo::Terminal(size),
+                Some(_) => TaskIo::Discarded,
+                None => TaskIo::Pipes {
+                    input: launch.input.reaches(task.procid),
+                },
+            },
         };
         if !supervisor.begin_task(key) {
             let message = format!("job {} is ending; the task was not started", key.0);
@@ -125,7 +131,19 @@ pub async fn run_node_share(
                 let _ = events.send(failed(task.procid, e.to_string())).await;
             }
             Ok((process, mut output)) => {
-                stdins.extend(output.stdin.take());
+                if let Some(stdin) = output.stdin.take() {
+                    stdins.push(Box::new(stdin) as TaskStdin);
+                }
+                if let Some(terminal) = &output.terminal {
+                    match terminal.try_clone() {
+                        Ok(writer) => {
+                            stdins.push(Box::new(tokio::fs::File::from_std(writer)) as TaskStdin)
+                        }
+                        Err(e) => {
+                            tracing::warn!(job = %key.0, "the task's terminal takes no input: {e}")
+                        }
+                    }
+                }
                 let group = process.pid() as i32;
                 let id = TaskId {
                     step: launch.layout.step,
@@ -177,6 +195,9 @@ pub async fn run_node_share(
     let _ = events.send(StepEvent::Finished).await;
 }
 
+/// Where a task's input is written: its stdin pipe, or its terminal.
+type TaskStdin = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
 /// How much input may wait for one task that does not read it; past this,
 /// more input to that task is dropped (and said in the agent's log), so that
 /// a task ignoring its input never holds up the step's signals or srun.
@@ -187,10 +208,7 @@ const TASK_INPUT_CAP: usize = 16 << 20;
 /// task's input is closed at the input's end. Dropping the returned set (the
 /// share ended) stops the writers, even one blocked on a pipe that a process
 /// outside the task still holds.
-async fn write_input(
-    mut input: mpsc::UnboundedReceiver<InputPiece>,
-    stdins: Vec<tokio::process::ChildStdin>,
-) {
+async fn write_input(mut input: mpsc::UnboundedReceiver<InputPiece>, stdins: Vec<TaskStdin>) {
     let mut writers = JoinSet::new();
     let mut queues = Vec::new();
     for stdin in stdins {
@@ -222,9 +240,11 @@ async fn write_input(
     while writers.join_next().await.is_some() {}
 }
 
-/// Writes the pieces queued for one task into its input, then closes it.
+/// Writes the pieces queued for one task into its input, then closes it (a
+/// terminal's writer only: the terminal stays open for the task's output,
+/// and its input ends when the user types Ctrl-D, as in Slurm).
 async fn feed_task(
-    mut stdin: tokio::process::ChildStdin,
+    mut stdin: TaskStdin,
     mut pieces: mpsc::UnboundedReceiver<std::sync::Arc<[u8]>>,
     queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) {
@@ -235,6 +255,7 @@ async fn feed_task(
             return;
         }
     }
+    let _ = stdin.flush().await;
 }
 
 /// SIGTERM now and SIGKILL after [`ABORT_GRACE`] to those of `groups` that
@@ -308,6 +329,16 @@ fn read_output(
             stderr,
             task,
             OutputStream::Stderr,
+            events.clone(),
+        )));
+    }
+    if let Some(terminal) = output.terminal {
+        // One stream: what the terminal shows. Its end reads as an error
+        // (EIO) once the task's session has closed it.
+        readers.push(tokio::spawn(forward(
+            tokio::fs::File::from_std(terminal),
+            task,
+            OutputStream::Stdout,
             events.clone(),
         )));
     }

@@ -54,7 +54,9 @@ fn hardware_mismatch(node: &Node, found: &ReportedHardware) -> Option<String> {
     for gpu in &node.gpus {
         match found.gpus.iter().find(|(index, _)| *index == gpu.index) {
             None => problems.push(format!("GPU {} missing", gpu.index)),
-            Some((_, kind)) if *kind != gpu.gpu_type => problems.push(format!(
+            // Type names compare without regard to case, as Slurm compares
+            // gres.conf's with slurm.conf's (`A100` configured, `a100` found).
+            Some((_, kind)) if !kind.eq_ignore_ascii_case(&gpu.gpu_type) => problems.push(format!(
                 "GPU {} is a {kind}, configured as {}",
                 gpu.index, gpu.gpu_type
             )),

@@ -85,7 +85,11 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             let dir = absolute(&dir)?;
             match network_of(&dir)? {
                 Faults::Netns(network) => network.cut(&one, &from)?,
-                Faults::Proxy => fault_proxy::cut(&dir, &one, &from)?,
+                Faults::Proxy => {
+                    if let Some(warning) = fault_proxy::cut(&dir, &one, &from)? {
+                        eprintln!("corral local cut: warning: {warning}");
+                    }
+                }
             }
             if !json {
                 println!("cut {} from {}", one.join(","), from.join(","));
@@ -275,7 +279,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         let layout = fault_proxy::Layout::plan(
             &controller_ids,
             &agent_names,
-            &free_ports(controller_ids.len() * 4)?,
+            &fault_proxy::Layout::free_ports(&controller_ids)?,
         )?;
         layout.save(&dir)?;
         process::spawn(

@@ -92,11 +92,6 @@ impl SiteConfig {
                 });
             }
         }
-        // Agents name GPU types in lowercase (`a100`), as the controller then
-        // compares them: a site's `A100` is the same type.
-        for section in &mut file.nodes {
-            section.gpu_type = section.gpu_type.take().map(|t| t.to_ascii_lowercase());
-        }
         let mut nodes = Vec::new();
         for section in &file.nodes {
             let names = hostlist::expand(&section.names).with_context(|| {

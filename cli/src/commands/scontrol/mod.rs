@@ -1,24 +1,28 @@
 //! `scontrol` as job scripts use it (reached through a link named `scontrol`):
 //! `show hostnames`/`show hostlist` with no cluster; `show job`, the job
-//! controls, `update JobId=...`, `show node|partition`, `update NodeName=...`
-//! and `ping` over the usual connection. Errors print as
+//! controls, `update JobId=...`, `show node|partition|reservation|config`,
+//! `update NodeName=...` and `ping` over the usual connection. Errors print as
 //! scontrol's, with corral's exit statuses.
 
+mod config;
+mod entity;
 mod hosts;
 mod nodes;
 mod parse;
 mod processes;
+mod reservations;
 
 use std::process::ExitCode;
 
 use anyhow::Context;
+use tonic::Code;
 
 use corral_state::time::Timestamp;
 
 use self::parse::{Request, USAGE};
 use super::jobs;
 use crate::args::GlobalArgs;
-use crate::connection::{Cluster, ClusterSettings};
+use crate::connection::{Cluster, ClusterSettings, StatusError};
 use crate::exit;
 use crate::format::show_job;
 use crate::when;
@@ -82,6 +86,10 @@ async fn execute(request: Request, global: &GlobalArgs) -> anyhow::Result<ExitCo
         Request::ShowPartitions { name, oneliner } => {
             return nodes::show_partitions(&connect()?, name.as_deref(), oneliner).await;
         }
+        Request::ShowReservations { name, oneliner } => {
+            return reservations::show_reservations(&connect()?, name.as_deref(), oneliner).await;
+        }
+        Request::ShowConfig => return config::show(&connect()?).await,
         Request::UpdateNodes {
             nodes: list,
             state,
@@ -109,6 +117,18 @@ async fn control(cluster: &Cluster, action: jobs::Action, ids: &[u64]) -> anyhow
         }
     }
     Ok(status.map_or(ExitCode::SUCCESS, ExitCode::from))
+}
+
+/// A controller that does not know a call this scontrol makes (one older
+/// than it) says so in words; any other error is left as it is.
+fn older_controller(error: anyhow::Error, command: &str) -> anyhow::Error {
+    match error.downcast_ref::<StatusError>() {
+        Some(StatusError(status)) if status.code() == Code::Unimplemented => anyhow::anyhow!(
+            "the controller does not serve {command}: it runs an older corral than this \
+             scontrol; upgrade the controllers (or use a scontrol of their version)"
+        ),
+        _ => error,
+    }
 }
 
 /// `show job -d`: the per-node lines after the TRES lines, before `WorkDir=`.

@@ -1,6 +1,7 @@
 //! scontrol's node, partition and controller commands: `show node`, `show
-//! partition`, `update NodeName=... State=...` and `ping`, answering with
-//! scontrol's words and exit statuses.
+//! partition`, `update NodeName=... State=...` and `ping` (whose controller
+//! lines `show config` prints too), answering with scontrol's words and exit
+//! statuses.
 
 use std::process::ExitCode;
 
@@ -12,6 +13,7 @@ use corral_state::slurm::hostlist;
 
 use crate::args::NodeAction;
 use crate::connection::{Cluster, FIRST_ROUND_DEADLINE, Retry};
+use crate::format::show_config::{controller_line, controller_role};
 use crate::format::show_node::{show_node, show_partition};
 
 /// Every node and partition.
@@ -129,19 +131,28 @@ pub async fn update_nodes(
     super::super::nodes::set_state(cluster, action).await
 }
 
-/// `ping`: every replica, the leader as primary, the others as backups;
-/// exit 1 when one does not answer, as scontrol does when a backup is down.
-pub async fn ping(cluster: &Cluster) -> anyhow::Result<ExitCode> {
-    let status: ClusterStatusReply = cluster
-        .call(Retry::Idempotent, |mut c| async move {
-            c.cluster_status(Empty {}).await
-        })
-        .await?;
+/// One controller replica as `ping` and `show config` report it.
+pub struct ControllerProbe {
+    /// scontrol's name for it: `primary` (the leader), `backup1`, ...
+    pub role: String,
+    /// Its client address.
+    pub address: String,
+    /// Whether it answered within the first round's deadline.
+    pub up: bool,
+}
+
+/// Asks every replica of `status` in turn, the leader first as primary, the
+/// others by id as backups.
+pub async fn probe_controllers(
+    cluster: &Cluster,
+    status: &ClusterStatusReply,
+) -> Vec<ControllerProbe> {
     let mut members = status.members.clone();
     members.sort_by_key(|m| (Some(m.id) != status.leader_id, m.id));
-    let mut all_up = true;
-    for member in &members {
-        let answered = tokio::time::timeout(FIRST_ROUND_DEADLINE, async {
+    let count = members.len();
+    let mut probes = Vec::with_capacity(count);
+    for (index, member) in members.iter().enumerate() {
+        let up = tokio::time::timeout(FIRST_ROUND_DEADLINE, async {
             let channel = cluster.connect(&member.api_addr).await.ok()?;
             CorralClient::new(channel)
                 .cluster_status(Empty {})
@@ -152,19 +163,44 @@ pub async fn ping(cluster: &Cluster) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten()
         .is_some();
-        all_up &= answered;
-        let role = if Some(member.id) == status.leader_id {
-            "primary"
-        } else {
-            "backup"
+        let role = match status.leader_id {
+            Some(leader) if leader == member.id => controller_role(0, count),
+            Some(_) => controller_role(index, count),
+            // Without a leader no replica is primary: all are backups.
+            None => controller_role(index + 1, count + 1),
         };
-        println!(
-            "Slurmctld({role}) at {} is {}",
-            member.api_addr,
-            if answered { "UP" } else { "DOWN" }
-        );
+        probes.push(ControllerProbe {
+            role,
+            address: member.api_addr.clone(),
+            up,
+        });
     }
-    if all_up {
+    probes
+}
+
+/// The cluster's members and leader, as the replica reached sees them.
+pub async fn cluster_status(cluster: &Cluster) -> anyhow::Result<ClusterStatusReply> {
+    cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.cluster_status(Empty {}).await
+        })
+        .await
+}
+
+/// Prints each probe's `Slurmctld(ROLE) at ADDRESS is UP|DOWN` line.
+pub fn print_probes(probes: &[ControllerProbe]) {
+    for probe in probes {
+        println!("{}", controller_line(&probe.role, &probe.address, probe.up));
+    }
+}
+
+/// `ping`: every replica, the leader as primary, the others as backups;
+/// exit 1 when one does not answer.
+pub async fn ping(cluster: &Cluster) -> anyhow::Result<ExitCode> {
+    let status = cluster_status(cluster).await?;
+    let probes = probe_controllers(cluster, &status).await;
+    print_probes(&probes);
+    if probes.iter().all(|p| p.up) {
         Ok(ExitCode::SUCCESS)
     } else {
         println!("*****************************************");

@@ -2,16 +2,18 @@
 //! options. Options (`-o`/`--oneliner`, `-d`, `-Q`, `-h`) may appear anywhere;
 //! then a command word and its arguments, keywords case-insensitive, an
 //! entity's value either the next word or after `=` (`show job 12`,
-//! `show jobid=12`).
+//! `show jobid=12`), an entity named by any prefix scontrol takes
+//! (`entity.rs`: `show res`).
 
 use std::fmt;
 
+use super::entity::{Entity, entity as entity_of};
 use crate::commands::jobs::Action;
 
 /// What the commands corral's scontrol serves, for error messages.
 pub const SUPPORTED: &str = "show hostnames, show hostlist, show job, show node, show partition, \
-     ping, hold, uhold, release, requeue, update JobId=ID, update NodeName=LIST, \
-     write batch_script, listpids";
+     show reservation, show config, ping, hold, uhold, release, requeue, update JobId=ID, \
+     update NodeName=LIST, write batch_script, listpids";
 
 /// `scontrol --help`.
 pub const USAGE: &str = "\
@@ -32,9 +34,14 @@ scontrol (corral): the part of Slurm's scontrol that job scripts use.
                                    job: JobName, Comment, TimeLimit only)
   scontrol [-o] show node [NAME]   a node's fields (every node without NAME)
   scontrol [-o] show partition [NAME]
+  scontrol [-o] show reservation [NAME]
+                                   reservations' fields (every reservation without NAME)
+  scontrol show config             the cluster's settings as Key = Value lines, then each
+                                   controller replica, UP or DOWN
   scontrol update NodeName=LIST State=DRAIN|DOWN Reason=TEXT, or State=RESUME (operators)
   scontrol ping                    each controller replica, UP or DOWN (the leader is primary)
 
+Entities may be shortened as scontrol allows (show res, show c, show j, show n, show pa).
 Options: -o/--oneliner, -d/--details; -Q/--quiet is accepted and changes nothing.
 The cluster is found through CORRAL_CLUSTER, CORRAL_CA, CORRAL_CERT and CORRAL_KEY
 (or the client config file); `show hostnames` and `show hostlist` need no cluster.
@@ -80,6 +87,13 @@ pub enum Request {
         name: Option<String>,
         oneliner: bool,
     },
+    /// `show reservation [NAME]`.
+    ShowReservations {
+        name: Option<String>,
+        oneliner: bool,
+    },
+    /// `show config` (a key after it changes nothing, as in Slurm 22.05).
+    ShowConfig,
     /// `ping`.
     Ping,
     /// `update NodeName=LIST State=STATE [Reason=TEXT]`.
@@ -256,7 +270,8 @@ fn unknown_option(option: &str) -> UsageError {
 fn parse_show(words: &[&str], oneliner: bool, details: bool) -> Result<Request, UsageError> {
     let Some((first, rest)) = words.split_first() else {
         return Err(usage(
-            "show what? corral's scontrol shows job ID, node [NAME], partition [NAME], hostnames [LIST] and hostlist NAMES",
+            "show what? corral's scontrol shows job ID, node [NAME], partition [NAME], \
+             reservation [NAME], config, hostnames [LIST] and hostlist NAMES",
         ));
     };
     let (entity, inline) = match first.split_once('=') {
@@ -274,20 +289,28 @@ fn parse_show(words: &[&str], oneliner: bool, details: bool) -> Result<Request, 
             )));
         }
     };
-    match entity.as_str() {
-        "hostnames" | "hostname" => Ok(Request::Hostnames(value.map(String::from))),
-        "hostlist" | "hostlistsorted" => {
-            let list = value.ok_or_else(|| {
-                usage(format!(
-                    "show {entity} needs host names, e.g. scontrol show {entity} gpu01,gpu02"
-                ))
-            })?;
-            Ok(Request::Hostlist {
-                list: list.to_string(),
-                sorted: entity == "hostlistsorted",
-            })
-        }
-        "job" | "jobs" | "jobid" => {
+    let unsupported = |what: &str| {
+        usage(format!(
+            "scontrol show {what} is not supported by corral; show supports job, node, \
+             partition, reservation, config, hostnames and hostlist"
+        ))
+    };
+    let hostlist = |sorted: bool| -> Result<Request, UsageError> {
+        let list = value.ok_or_else(|| {
+            usage(format!(
+                "show {entity} needs host names, e.g. scontrol show {entity} gpu01,gpu02"
+            ))
+        })?;
+        Ok(Request::Hostlist {
+            list: list.to_string(),
+            sorted,
+        })
+    };
+    match entity_of(&entity) {
+        Some(Entity::Hostnames) => Ok(Request::Hostnames(value.map(String::from))),
+        Some(Entity::Hostlist) => hostlist(false),
+        Some(Entity::HostlistSorted) => hostlist(true),
+        Some(Entity::Job) => {
             let text = value.ok_or_else(|| {
                 usage(
                     "show job needs a job id (e.g. scontrol show job $SLURM_JOB_ID); \
@@ -300,18 +323,21 @@ fn parse_show(words: &[&str], oneliner: bool, details: bool) -> Result<Request, 
                 details,
             })
         }
-        "node" | "nodes" | "nodename" => Ok(Request::ShowNodes {
+        Some(Entity::Node) => Ok(Request::ShowNodes {
             name: value.map(String::from),
             oneliner,
         }),
-        "partition" | "partitions" | "partitionname" => Ok(Request::ShowPartitions {
+        Some(Entity::Partition) => Ok(Request::ShowPartitions {
             name: value.map(String::from),
             oneliner,
         }),
-        _ => Err(usage(format!(
-            "scontrol show {entity} is not supported by corral; show supports job, node, \
-             partition, hostnames and hostlist"
-        ))),
+        Some(Entity::Reservation) => Ok(Request::ShowReservations {
+            name: value.map(String::from),
+            oneliner,
+        }),
+        Some(Entity::Config) => Ok(Request::ShowConfig),
+        Some(Entity::Unsupported(keyword)) => Err(unsupported(keyword)),
+        None => Err(unsupported(&entity)),
     }
 }
 
@@ -571,7 +597,9 @@ mod tests {
         assert!(message.contains("'reconfigure'"), "{message}");
         assert!(message.contains(SUPPORTED), "{message}");
         assert!(err("requeuehold 12").contains(SUPPORTED));
-        assert!(err("show reservation").contains("not supported"));
+        assert!(err("show topology").contains("show topology is not supported"));
+        assert!(err("show ca").contains("show cache is not supported"));
+        assert!(err("show frobs").contains("show frobs is not supported"));
         assert!(err("show").contains("show what"));
     }
 

@@ -9,6 +9,7 @@
 
 mod output;
 mod request;
+mod terminal;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,12 +56,6 @@ pub async fn run(
         .context("srun: the current directory is unreadable; pass --chdir")?
         .display()
         .to_string();
-    if args.allocation.pty {
-        eprintln!(
-            "srun: error: --pty is not supported: corral does not forward a terminal to tasks yet; run `salloc` for a shell on this host inside an allocation, and srun from it"
-        );
-        return Ok(ExitCode::from(exit::USAGE));
-    }
     let job_here = env
         .get("SLURM_JOB_ID")
         .and_then(|id| id.parse::<u64>().ok());
@@ -214,7 +209,7 @@ async fn test_only(cluster: &Cluster, args: &SrunArgs) -> anyhow::Result<ExitCod
 async fn drive<R, W>(
     mut reader: R,
     mut writer: W,
-    request: SrunRequest,
+    mut request: SrunRequest,
     args: &SrunArgs,
     agent: &str,
 ) -> anyhow::Result<u8>
@@ -239,6 +234,13 @@ where
         };
     let mut source = source;
     let mut input = None;
+    // `--pty`: task 0's terminal takes this one's size, and this one's keys
+    // as typed until the step ends.
+    let mut raw_terminal = None;
+    if request.pty.is_some() {
+        request.pty = Some(terminal::size());
+        raw_terminal = terminal::RawTerminal::enter();
+    }
     write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
     tokio::spawn(async move {
@@ -327,6 +329,7 @@ where
             }
         }
     };
+    drop(raw_terminal);
     if !finished {
         eprintln!("srun: error: lost {agent} before the step finished");
         worst = worst.max(1);

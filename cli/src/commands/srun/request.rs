@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_proto::step::{SrunRequest, StepInput, StepShapeRequest};
+use corral_proto::step::{SrunRequest, StepInput, StepShapeRequest, TerminalSize};
 use corral_state::ids::JobId;
 use corral_state::slurm::hostlist;
 
@@ -48,7 +48,11 @@ pub fn build(
         }
     };
     let attempt = env.get("CORRAL_ATTEMPT").and_then(|a| a.parse().ok());
-    let (input, _) = input(args.input.as_deref());
+    // On a terminal, task 0 reads it (Slurm's --pty).
+    let (input, _) = match args.allocation.pty {
+        true => (StepInput::Task(0), InputSource::Stdin),
+        false => input(args.input.as_deref()),
+    };
     Ok(SrunRequest {
         job: JobId(job),
         attempt,
@@ -57,6 +61,8 @@ pub fn build(
         workdir: args.chdir.clone().unwrap_or_else(|| cwd.to_string()),
         shape: shape(args, env)?,
         input,
+        // srun fills in its terminal's size.
+        pty: args.allocation.pty.then(TerminalSize::default),
     })
 }
 

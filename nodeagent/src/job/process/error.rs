@@ -118,6 +118,16 @@ pub enum ProcessError {
         /// The job's user.
         user: String,
     },
+    /// `srun --pty` needs util-linux's `setsid` to give the task its terminal.
+    #[error(
+        "srun --pty needs setsid (util-linux) on this node to give the task its terminal; install util-linux, or run srun without --pty"
+    )]
+    SetsidMissing,
+    /// No pseudo-terminal could be made for `srun --pty`.
+    #[error(
+        "cannot open a pseudo-terminal for srun --pty: {0}; check /dev/ptmx and /dev/pts on this node"
+    )]
+    Terminal(io::Error),
     /// The batch script could not be written.
     #[error(
         "cannot write batch script {path}: {source}; check that the agent's spool directory exists and is writable"

@@ -14,10 +14,11 @@ use nix::unistd::{Pid, geteuid};
 
 use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
-use super::launch::command_as;
-use super::{ProcessError, ProcessSpec, TaskSpec};
+use super::launch::{command_as, setsid_program};
+use super::{ProcessError, ProcessSpec, TaskIo, TaskSpec};
+use corral_proto::step::TerminalSize;
 
-/// A task's output pipes (each `None` once taken).
+/// A task's input and output (each `None` once taken).
 #[derive(Debug)]
 pub struct TaskOutput {
     /// Standard input, when the task's is a pipe.
@@ -26,6 +27,9 @@ pub struct TaskOutput {
     pub stdout: Option<tokio::process::ChildStdout>,
     /// Standard error.
     pub stderr: Option<tokio::process::ChildStderr>,
+    /// The master of the task's pseudo-terminal (`srun --pty`): its output
+    /// is read and its input written there.
+    pub terminal: Option<std::fs::File>,
 }
 
 /// A job's process group, led by the process the agent started.
@@ -60,27 +64,85 @@ impl JobProcess {
     }
 
     /// Starts a step's task like [`JobProcess::spawn`] starts a batch script,
-    /// but with its standard output and error on pipes, returned for the
-    /// caller to read, and its input a pipe for the caller to write
-    /// (`piped_stdin`) or `/dev/null`.
+    /// with its input and output as `spec.io` says: pipes returned for the
+    /// caller to read and write, a pseudo-terminal whose master is returned,
+    /// or nothing.
     pub fn spawn_task(spec: &TaskSpec) -> Result<(JobProcess, TaskOutput), ProcessError> {
         check_workdir(&spec.workdir)?;
+        let (stdin, output) = match spec.io {
+            TaskIo::Terminal(size) => return Self::spawn_on_terminal(spec, size),
+            TaskIo::Pipes { input: true } => (Stdio::piped(), true),
+            TaskIo::Pipes { input: false } => (Stdio::null(), true),
+            TaskIo::Discarded => (Stdio::null(), false),
+        };
+        let out = || {
+            if output {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            }
+        };
         let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
         command
             .current_dir(&spec.workdir)
             .process_group(0)
-            .stdin(if spec.piped_stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(stdin)
+            .stdout(out())
+            .stderr(out());
         let mut process = Self::start(command, &spec.program, &spec.workdir)?;
         let output = TaskOutput {
             stdin: process.child.stdin.take(),
             stdout: process.child.stdout.take(),
             stderr: process.child.stderr.take(),
+            terminal: None,
+        };
+        Ok((process, output))
+    }
+
+    /// `srun --pty`'s task 0: `setsid --ctty` makes it the leader of a new
+    /// session (and of a process group with its own pid, as every task's)
+    /// whose controlling terminal is the new pseudo-terminal it reads and
+    /// writes. It must not lead a group before (setsid would fork), so it
+    /// gets no group of its own at the spawn.
+    fn spawn_on_terminal(
+        spec: &TaskSpec,
+        size: TerminalSize,
+    ) -> Result<(JobProcess, TaskOutput), ProcessError> {
+        let setsid = setsid_program().ok_or(ProcessError::SetsidMissing)?;
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["--ctty".into(), spec.program.clone().into_os_string()];
+        args.extend(spec.args.iter().map(Into::into));
+        let mut command = command_as(&setsid, &args, spec.user.as_ref(), &spec.env)?;
+        let winsize = nix::pty::Winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&winsize), None)
+            .map_err(|e| ProcessError::Terminal(io::Error::from(e)))?;
+        if let Some(user) = &spec.user {
+            // The user's own terminal, as a login gives it (mesg, write, ssh).
+            let _ = nix::unistd::fchown(
+                &pty.slave,
+                Some(nix::unistd::Uid::from_raw(user.uid)),
+                Some(nix::unistd::Gid::from_raw(user.gid)),
+            );
+        }
+        let slave = |fd: &std::os::fd::OwnedFd| fd.try_clone().map_err(ProcessError::Terminal);
+        command
+            .current_dir(&spec.workdir)
+            .stdin(Stdio::from(slave(&pty.slave)?))
+            .stdout(Stdio::from(slave(&pty.slave)?))
+            .stderr(Stdio::from(pty.slave));
+        // The command, and with it the slave's last copy here, is gone once
+        // started: the master reads an end when the task's session closes it.
+        let process = Self::start(command, &spec.program, &spec.workdir)?;
+        let output = TaskOutput {
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            terminal: Some(std::fs::File::from(pty.master)),
         };
         Ok((process, output))
     }

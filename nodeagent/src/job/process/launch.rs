@@ -32,6 +32,14 @@ const SETPRIV_PATHS: &[&str] = &[
 /// Where `env` is looked for (it sets the loader's variables after setpriv).
 const ENV_PATHS: &[&str] = &["/usr/bin/env", "/bin/env"];
 
+/// Where util-linux's `setsid` is looked for.
+const SETSID_PATHS: &[&str] = &["/usr/bin/setsid", "/bin/setsid"];
+
+/// util-linux's `setsid`, if this node has it.
+pub(super) fn setsid_program() -> Option<PathBuf> {
+    find(SETSID_PATHS)
+}
+
 /// Variables a loader or libc running as root would act on (glibc's
 /// `unsecvars.h`), kept from `setpriv`; every `LD_*` is too.
 const LOADER_VARS: &[&str] = &[

@@ -21,6 +21,8 @@ mod user;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use corral_proto::step::TerminalSize;
+
 pub use error::ProcessError;
 pub use escaped::{AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes};
 pub use group::{group_members, process_alive, process_group_alive};
@@ -66,7 +68,22 @@ pub struct TaskSpec {
     pub workdir: PathBuf,
     /// The user to run as when the agent runs as root.
     pub user: Option<RunAs>,
-    /// Its standard input is a pipe the agent writes (`srun`'s input);
-    /// otherwise `/dev/null`.
-    pub piped_stdin: bool,
+    /// How its input and output are connected.
+    pub io: TaskIo,
+}
+
+/// How a task's input and output are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskIo {
+    /// Output to pipes the agent reads; input from a pipe the agent writes
+    /// (`srun`'s input) when `input`, else `/dev/null`.
+    Pipes {
+        /// Whether the task reads `srun`'s input.
+        input: bool,
+    },
+    /// A new pseudo-terminal of this size for input and output, the task
+    /// leading a session the terminal controls (`srun --pty`'s task 0).
+    Terminal(TerminalSize),
+    /// `/dev/null` for all three (`srun --pty`'s other tasks, as in Slurm).
+    Discarded,
 }

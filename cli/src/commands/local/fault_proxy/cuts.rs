@@ -17,14 +17,17 @@ pub enum Request {
     Heal,
 }
 
-/// The proxy's answer: `None` when done, else what was wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The proxy's answer: `error` when nothing was done, and why; `warning`
+/// when part of a cut cannot be made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     pub error: Option<String>,
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 /// The parted pairs, each kept once with the smaller name first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cuts {
     pairs: BTreeSet<(String, String)>,
 }
@@ -32,16 +35,17 @@ pub struct Cuts {
 impl Cuts {
     /// Applies `request` for a cluster whose processes are `members`; a
     /// request naming a process the cluster lacks, or one on both sides,
-    /// changes nothing.
+    /// changes nothing. The answer names the pairs the proxy cannot part:
+    /// two agents reach each other directly.
     pub fn apply<V>(
         &mut self,
         request: &Request,
         members: &BTreeMap<String, V>,
-    ) -> Result<(), String> {
+    ) -> Result<Option<String>, String> {
         match request {
             Request::Heal => {
                 self.pairs.clear();
-                Ok(())
+                Ok(None)
             }
             Request::Cut(one, other) => {
                 if let Some(unknown) = one.iter().chain(other).find(|n| !members.contains_key(*n)) {
@@ -53,12 +57,21 @@ impl Cuts {
                 if let Some(both) = one.iter().find(|a| other.contains(a)) {
                     return Err(format!("{both} is on both sides of the cut"));
                 }
+                let mut unparted = Vec::new();
                 for a in one {
                     for b in other {
+                        if is_agent(a) && is_agent(b) {
+                            unparted.push(format!("{a}/{b}"));
+                        }
                         self.pairs.insert(ordered(a, b));
                     }
                 }
-                Ok(())
+                Ok((!unparted.is_empty()).then(|| {
+                    format!(
+                        "agents reach each other directly, not through the fault proxy: {} stay connected (a --netns cluster parts them too)",
+                        unparted.join(", ")
+                    )
+                }))
             }
         }
     }
@@ -69,6 +82,10 @@ impl Cuts {
     pub fn parts(&self, from: Option<&str>, to: &str) -> bool {
         from.is_some_and(|from| self.pairs.contains(&ordered(from, to)))
     }
+}
+
+fn is_agent(name: &str) -> bool {
+    !name.starts_with("controller-")
 }
 
 fn ordered(a: &str, b: &str) -> (String, String) {
@@ -106,7 +123,7 @@ mod tests {
             names(&["controller-1"]),
             names(&["controller-2", "agent-gpu01"]),
         );
-        cuts.apply(&cut, &members()).unwrap();
+        assert_eq!(cuts.apply(&cut, &members()), Ok(None));
         assert!(cuts.parts(Some("controller-1"), "controller-2"));
         assert!(cuts.parts(Some("controller-2"), "controller-1"));
         assert!(cuts.parts(Some("agent-gpu01"), "controller-1"));
@@ -136,6 +153,23 @@ mod tests {
         assert!(cuts.parts(Some("controller-3"), "controller-2"));
         cuts.apply(&Request::Heal, &m).unwrap();
         assert_eq!(cuts, Cuts::default());
+    }
+
+    #[test]
+    fn pairs_of_agents_are_said_to_stay_connected() {
+        let mut m = members();
+        m.insert("agent-gpu02".into(), ());
+        let mut cuts = Cuts::default();
+        let halves = Request::Cut(
+            names(&["controller-1", "agent-gpu01"]),
+            names(&["controller-2", "agent-gpu02"]),
+        );
+        let warning = cuts.apply(&halves, &m).unwrap().unwrap();
+        assert!(
+            warning.contains("agent-gpu01/agent-gpu02 stay connected"),
+            "{warning}"
+        );
+        assert!(cuts.parts(Some("agent-gpu01"), "controller-2"));
     }
 
     #[test]

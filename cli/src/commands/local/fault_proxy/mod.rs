@@ -15,7 +15,9 @@
 //! parted, as the machine is never cut off there either.
 //!
 //! The layout is kept in `DIR/fault-proxy.json`; the proxy takes requests
-//! on `DIR/fault-proxy.sock`, one JSON line each (see `cuts`).
+//! on `DIR/fault-proxy.sock`, one JSON line each (see `cuts`), and keeps the
+//! cuts in force in `DIR/fault-proxy-cuts.json`, so a restarted proxy
+//! (`corral local start fault-proxy`) parts what was parted.
 
 mod cuts;
 mod forward;
@@ -129,6 +131,18 @@ impl Layout {
         Ok(Layout { members, routes })
     }
 
+    /// Ports for `controllers`, four each, free on the controller's own
+    /// address for TCP (and for UDP where the agents use them): the proxy's
+    /// two and the controller's own two.
+    pub fn free_ports(controllers: &[u64]) -> anyhow::Result<Vec<u16>> {
+        let mut ports = Vec::new();
+        for id in controllers {
+            let ip = controller_ip(*id)?;
+            ports.extend(free_ports_on(ip)?);
+        }
+        Ok(ports)
+    }
+
     /// Where controller `id` is reached and listens.
     pub fn controller(&self, id: u64) -> anyhow::Result<ControllerPlace> {
         let name = format!("controller-{id}");
@@ -175,21 +189,48 @@ impl Layout {
     }
 }
 
+/// Four ports free on `ip` now: TCP for all, UDP too for the second and
+/// fourth (a controller's client port, which agents use over UDP).
+fn free_ports_on(ip: IpAddr) -> anyhow::Result<[u16; 4]> {
+    for _ in 0..20 {
+        let listeners: Vec<std::net::TcpListener> = (0..4)
+            .map(|_| std::net::TcpListener::bind((ip, 0)))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("cannot find free ports on {ip}"))?;
+        let ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<Result<_, _>>()?;
+        let udp_free = [ports[1], ports[3]]
+            .iter()
+            .all(|port| std::net::UdpSocket::bind((ip, *port)).is_ok());
+        if udp_free {
+            return Ok([ports[0], ports[1], ports[2], ports[3]]);
+        }
+    }
+    bail!("cannot find ports free for both TCP and UDP on {ip}")
+}
+
 fn socket_path(dir: &Path) -> PathBuf {
     dir.join("fault-proxy.sock")
 }
 
-/// Parts each process of `one` from each of `other` (both ways).
-pub fn cut(dir: &Path, one: &[String], other: &[String]) -> anyhow::Result<()> {
+fn cuts_path(dir: &Path) -> PathBuf {
+    dir.join("fault-proxy-cuts.json")
+}
+
+/// Parts each process of `one` from each of `other` (both ways); the answer
+/// names the pairs the proxy cannot part, if any.
+pub fn cut(dir: &Path, one: &[String], other: &[String]) -> anyhow::Result<Option<String>> {
     ask(dir, &Request::Cut(one.to_vec(), other.to_vec()))
 }
 
 /// Lifts every cut.
 pub fn heal(dir: &Path) -> anyhow::Result<()> {
-    ask(dir, &Request::Heal)
+    ask(dir, &Request::Heal).map(|_| ())
 }
 
-fn ask(dir: &Path, request: &Request) -> anyhow::Result<()> {
+fn ask(dir: &Path, request: &Request) -> anyhow::Result<Option<String>> {
     let path = socket_path(dir);
     let unreachable = |e: std::io::Error| {
         anyhow::anyhow!(
@@ -211,7 +252,7 @@ fn ask(dir: &Path, request: &Request) -> anyhow::Result<()> {
     let reply: Reply = serde_json::from_str(answer.trim())
         .with_context(|| format!("the fault proxy answered {answer:?}"))?;
     match reply.error {
-        None => Ok(()),
+        None => Ok(reply.warning),
         Some(error) => bail!("{error}"),
     }
 }
@@ -249,7 +290,15 @@ pub async fn serve(dir: &Path) -> anyhow::Result<()> {
             .map(|(name, ip)| (*ip, name.clone()))
             .collect(),
     );
-    let (cuts_tx, cuts_rx) = watch::channel(Cuts::default());
+    // The cuts in force when an earlier proxy of this cluster stopped.
+    let kept = match std::fs::read_to_string(cuts_path(dir)) {
+        Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            eprintln!("fault proxy: ignoring {}: {e}", cuts_path(dir).display());
+            Cuts::default()
+        }),
+        Err(_) => Cuts::default(),
+    };
+    let (cuts_tx, cuts_rx) = watch::channel(kept);
     for spec in &layout.routes {
         let route = Arc::new(forward::Route {
             owner: spec.owner.clone(),
@@ -275,29 +324,77 @@ pub async fn serve(dir: &Path) -> anyhow::Result<()> {
     let control = tokio::net::UnixListener::bind(&path)
         .with_context(|| format!("cannot listen on {}", path.display()))?;
     eprintln!("fault proxy: {} routes ready", layout.routes.len());
+    let control_state = Arc::new(Control {
+        cuts: cuts_tx,
+        members: layout.members,
+        record: cuts_path(dir),
+    });
     loop {
-        let (stream, _) = control.accept().await?;
-        let (read, mut write) = stream.into_split();
-        let mut line = String::new();
-        if tokio::io::BufReader::new(read)
-            .read_line(&mut line)
-            .await
-            .is_err()
-        {
-            continue;
-        }
-        let error = match serde_json::from_str::<Request>(line.trim()) {
-            Err(e) => Some(format!("not a fault proxy request ({e}): {line:?}")),
-            Ok(request) => {
-                let mut outcome = Ok(());
-                cuts_tx.send_modify(|cuts| outcome = cuts.apply(&request, &layout.members));
-                eprintln!("fault proxy: {request:?}: {outcome:?}");
-                outcome.err()
+        let stream = match control.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                eprintln!("fault proxy: accepting a request failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
         };
-        let mut answer = serde_json::to_string(&Reply { error })?;
+        let state = Arc::clone(&control_state);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(ANSWER_TIMEOUT, state.answer(stream)).await;
+        });
+    }
+}
+
+/// What the proxy's requests change: the cuts, checked against the
+/// cluster's processes and recorded in `record`.
+struct Control {
+    cuts: watch::Sender<Cuts>,
+    members: BTreeMap<String, IpAddr>,
+    record: PathBuf,
+}
+
+impl Control {
+    /// Reads one request from `stream` and answers it.
+    async fn answer(&self, stream: tokio::net::UnixStream) -> std::io::Result<()> {
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        tokio::io::BufReader::new(read).read_line(&mut line).await?;
+        let reply = match serde_json::from_str::<Request>(line.trim()) {
+            Err(e) => Reply {
+                error: Some(format!("not a fault proxy request ({e}): {line:?}")),
+                warning: None,
+            },
+            Ok(request) => {
+                let mut outcome = Ok(None);
+                self.cuts.send_modify(|cuts| {
+                    outcome = cuts.apply(&request, &self.members);
+                    if outcome.is_ok()
+                        && let Err(e) = serde_json::to_string(cuts)
+                            .map_err(std::io::Error::other)
+                            .and_then(|text| std::fs::write(&self.record, text))
+                    {
+                        eprintln!(
+                            "fault proxy: cannot record the cuts in {}: {e}",
+                            self.record.display()
+                        );
+                    }
+                });
+                eprintln!("fault proxy: {request:?}: {outcome:?}");
+                match outcome {
+                    Ok(warning) => Reply {
+                        error: None,
+                        warning,
+                    },
+                    Err(error) => Reply {
+                        error: Some(error),
+                        warning: None,
+                    },
+                }
+            }
+        };
+        let mut answer = serde_json::to_string(&reply).map_err(std::io::Error::other)?;
         answer.push('\n');
-        let _ = write.write_all(answer.as_bytes()).await;
+        write.write_all(answer.as_bytes()).await
     }
 }
 

@@ -1,0 +1,33 @@
+//! `ClusterSettings` (scontrol show config): the replicated cluster settings
+//! (`ClusterConfig`), the shape of the configured topology, and the answering
+//! replica's own KillWait. Anyone may read them, as any Slurm user may run
+//! `scontrol show config`.
+
+use corral_proto::api::ClusterSettingsReply;
+use corral_proto::records;
+use tonic::Status;
+
+use super::{ApiContext, status};
+
+/// The settings as this replica has applied them.
+pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
+    let kill_wait_ms = ctx.config.leader.kill_wait_ms;
+    ctx.replica
+        .read_local(|state| {
+            let topology = state.topology();
+            Ok(ClusterSettingsReply {
+                config_json: records::encode("cluster settings", state.config())
+                    .map_err(|e| Status::internal(e.to_string()))?,
+                topology_switches: count(topology.switches.len()),
+                topology_blocks: count(topology.blocks.len()),
+                kill_wait_ms,
+                as_of_ms: state.clock().as_ms(),
+            })
+        })
+        .map_err(status::read)?
+}
+
+/// A table's size on the wire (saturating: no real topology comes close).
+fn count(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
