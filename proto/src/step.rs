@@ -161,6 +161,9 @@ pub enum StepControl {
         /// `CORRAL_ATTEMPT`.
         attempt: AttemptNumber,
     },
+    /// `srun --pty`'s terminal was resized: task 0's terminal takes the new
+    /// size (after `Run`, and agent to agent after `Launch`).
+    Resize(TerminalSize),
 }
 
 /// How a step is laid out: its nodes, in `SLURM_JOB_NODELIST` order, and the

@@ -212,6 +212,7 @@ where
                 Some(StepControl::Usage { .. }) => "Usage",
                 Some(StepControl::Stdin(_)) => "Stdin",
                 Some(StepControl::StdinEnd) => "StdinEnd",
+                Some(StepControl::Resize(_)) => "Resize",
             };
             let refusal = StepEvent::Refused(format!(
                 "{} may not open a step request with {what}",
@@ -474,12 +475,17 @@ where
                 }
                 Ok(Some(StepControl::Stdin(piece))) => {
                     for input in &inputs {
-                        let _ = input.send(Some(piece.clone()));
+                        let _ = input.send(InputPiece::Data(piece.clone()));
+                    }
+                }
+                Ok(Some(StepControl::Resize(size))) => {
+                    for input in &inputs {
+                        let _ = input.send(InputPiece::Resize(size));
                     }
                 }
                 Ok(Some(StepControl::StdinEnd)) => {
                     for input in inputs.drain(..) {
-                        let _ = input.send(None);
+                        let _ = input.send(InputPiece::End);
                     }
                 }
                 _ => return,

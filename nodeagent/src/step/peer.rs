@@ -157,10 +157,13 @@ async fn serve_share(
                     }
                 }
                 Ok(Some(StepControl::Stdin(piece))) => {
-                    let _ = input_tx.send(Some(piece));
+                    let _ = input_tx.send(InputPiece::Data(piece));
                 }
                 Ok(Some(StepControl::StdinEnd)) => {
-                    let _ = input_tx.send(None);
+                    let _ = input_tx.send(InputPiece::End);
+                }
+                Ok(Some(StepControl::Resize(size))) => {
+                    let _ = input_tx.send(InputPiece::Resize(size));
                 }
                 _ => return,
             }
@@ -287,8 +290,9 @@ async fn remote_share(
                     None => break,
                 },
                 piece = input.recv(), if input_open => match piece {
-                    Some(Some(piece)) => StepControl::Stdin(piece),
-                    Some(None) | None => {
+                    Some(InputPiece::Data(piece)) => StepControl::Stdin(piece),
+                    Some(InputPiece::Resize(size)) => StepControl::Resize(size),
+                    Some(InputPiece::End) | None => {
                         input_open = false;
                         StepControl::StdinEnd
                     }

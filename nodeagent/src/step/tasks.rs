@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use corral_proto::step::{OutputStream, StepEvent, StepLaunch};
+use corral_proto::step::{OutputStream, StepEvent, StepLaunch, TerminalSize};
 use corral_state::job::ExitStatus;
 use corral_state::slurm::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -34,9 +34,16 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// How much output one event carries at most.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// `srun`'s standard input as it reaches a node's share: a piece, or `None`
-/// at its end.
-pub type InputPiece = Option<Vec<u8>>;
+/// `srun`'s standard input as it reaches a node's share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputPiece {
+    /// A piece of it.
+    Data(Vec<u8>),
+    /// Its end.
+    End,
+    /// `srun --pty`'s terminal has this size now.
+    Resize(TerminalSize),
+}
 
 /// Runs this node's tasks of `launch` in attempt `key`, sending their output
 /// and exits to `events`, forwarding the signals received on `control`, and
@@ -81,6 +88,8 @@ pub async fn run_node_share(
     // Live tasks' groups, by rank.
     let mut groups: BTreeMap<u32, i32> = BTreeMap::new();
     let mut stdins = Vec::new();
+    // Task 0's terminal (`srun --pty`), to resize.
+    let mut terminal = None;
     for task in placements(&launch.layout, &node) {
         let user = match &user {
             Ok(user) => user.clone(),
@@ -134,8 +143,9 @@ pub async fn run_node_share(
                 if let Some(stdin) = output.stdin.take() {
                     stdins.push(Box::new(stdin) as TaskStdin);
                 }
-                if let Some(terminal) = &output.terminal {
-                    match terminal.try_clone() {
+                if let Some(master) = &output.terminal {
+                    terminal = master.try_clone().ok();
+                    match master.try_clone() {
                         Ok(writer) => {
                             stdins.push(Box::new(tokio::fs::File::from_std(writer)) as TaskStdin)
                         }
@@ -165,7 +175,7 @@ pub async fn run_node_share(
             }
         }
     }
-    let writer = tokio::spawn(write_input(input, stdins));
+    let writer = tokio::spawn(write_input(input, stdins, terminal));
     let mut control_open = true;
     loop {
         tokio::select! {
@@ -195,6 +205,20 @@ pub async fn run_node_share(
     let _ = events.send(StepEvent::Finished).await;
 }
 
+/// Gives a task's terminal a new size; the kernel tells its foreground
+/// programs (SIGWINCH).
+fn resize(terminal: &std::fs::File, size: TerminalSize) {
+    let winsize = rustix::termios::Winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    if let Err(e) = rustix::termios::tcsetwinsize(terminal, winsize) {
+        tracing::warn!("cannot resize a task's terminal: {e}");
+    }
+}
+
 /// Where a task's input is written: its stdin pipe, or its terminal.
 type TaskStdin = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 
@@ -208,7 +232,11 @@ const TASK_INPUT_CAP: usize = 16 << 20;
 /// task's input is closed at the input's end. Dropping the returned set (the
 /// share ended) stops the writers, even one blocked on a pipe that a process
 /// outside the task still holds.
-async fn write_input(mut input: mpsc::UnboundedReceiver<InputPiece>, stdins: Vec<TaskStdin>) {
+async fn write_input(
+    mut input: mpsc::UnboundedReceiver<InputPiece>,
+    stdins: Vec<TaskStdin>,
+    terminal: Option<std::fs::File>,
+) {
     let mut writers = JoinSet::new();
     let mut queues = Vec::new();
     for stdin in stdins {
@@ -217,8 +245,17 @@ async fn write_input(mut input: mpsc::UnboundedReceiver<InputPiece>, stdins: Vec
         writers.spawn(feed_task(stdin, rx, std::sync::Arc::clone(&queued)));
         queues.push((tx, queued, false));
     }
-    while let Some(Some(piece)) = input.recv().await {
-        let piece: std::sync::Arc<[u8]> = piece.into();
+    while let Some(piece) = input.recv().await {
+        let piece: std::sync::Arc<[u8]> = match piece {
+            InputPiece::Data(data) => data.into(),
+            InputPiece::End => break,
+            InputPiece::Resize(size) => {
+                if let Some(terminal) = &terminal {
+                    resize(terminal, size);
+                }
+                continue;
+            }
+        };
         for (tx, queued, warned) in &mut queues {
             let waiting = queued.load(std::sync::atomic::Ordering::Relaxed);
             if waiting.saturating_add(piece.len()) > TASK_INPUT_CAP {

@@ -237,9 +237,14 @@ where
     // `--pty`: task 0's terminal takes this one's size, and this one's keys
     // as typed until the step ends.
     let mut raw_terminal = None;
+    let mut resized = None;
     if request.pty.is_some() {
         request.pty = Some(terminal::size());
         raw_terminal = terminal::RawTerminal::enter();
+        if raw_terminal.is_some() {
+            resized =
+                Some(signal(SignalKind::window_change()).context("srun: cannot catch SIGWINCH")?);
+        }
     }
     write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
@@ -315,6 +320,12 @@ where
                     break false;
                 }
             }
+            Some(()) = next_resize(&mut resized) => {
+                let frame = StepControl::Resize(terminal::size());
+                if write_frame(&mut writer, &frame).await.is_err() {
+                    break false;
+                }
+            }
             piece = next_piece(&mut input), if input.is_some() => {
                 let frame = match piece {
                     Some(piece) => StepControl::Stdin(piece),
@@ -378,6 +389,15 @@ fn in_background() -> bool {
     let stdin = std::io::stdin();
     std::io::IsTerminal::is_terminal(&stdin)
         && nix::unistd::tcgetpgrp(&stdin).is_ok_and(|group| group != nix::unistd::getpgrp())
+}
+
+/// The next change of srun's terminal's size (never without `--pty` on a
+/// terminal).
+async fn next_resize(resized: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match resized {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next piece of input; `None` at its end.
