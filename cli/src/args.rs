@@ -339,6 +339,9 @@ pub struct NodesArgs {
     /// Why nodes are down or drained: REASON USER TIMESTAMP NODELIST.
     #[arg(short = 'R', long = "list-reasons")]
     pub list_reasons: bool,
+    /// The reservations: RESV_NAME STATE START_TIME END_TIME DURATION NODELIST.
+    #[arg(short = 'T', long = "reservation")]
+    pub reservation: bool,
     /// Only nodes in these states (e.g. "idle,mix,drain"; `&` for all of them).
     #[arg(short = 't', long = "states", value_name = "STATES")]
     pub states: Option<String>,

@@ -11,7 +11,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::{LocalCluster, corral_bin, script};
+use support::{LocalCluster, corral_bin, script, slurm_link};
 
 const BATCH: &str = "#!/bin/bash\n#SBATCH --gpus-per-node=1\n#SBATCH --time=10:00\necho hello\n";
 
@@ -210,6 +210,18 @@ ReservationName=window StartTime=2030-02-01T00:00:00 EndTime=2030-02-01T04:00:00
     );
     let out = scontrol(cluster, leader, "user-alice", &["show", "res", "demo"]);
     assert_eq!(stdout_of(&out, "show res demo"), demo);
+    // sinfo -T lists the same reservations, a line each.
+    let out = slurm_link(cluster, "sinfo", "user-alice", &["-T"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\
+RESV_NAME     STATE           START_TIME             END_TIME     DURATION  NODELIST
+demo       INACTIVE  2030-01-01T10:00:00  2030-01-02T12:30:00   1-02:30:00  gpu01
+window     INACTIVE  2030-02-01T00:00:00  2030-02-01T04:00:00     04:00:00  gpu[01-02]
+",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = scontrol(
         cluster,
         leader,

@@ -15,7 +15,7 @@ mod nodes;
 mod queue;
 mod sacctmgr;
 mod salloc;
-mod scontrol;
+pub(crate) mod scontrol;
 pub mod shims;
 mod signal;
 mod sprio;

@@ -24,6 +24,7 @@ use crate::args::{NodeAction, NodesArgs};
 use crate::connection::{Cluster, Retry};
 use crate::format::node_state::{VALID_STATES, parse_states};
 use crate::format::sinfo_fields::{UserIds, reason_of};
+use crate::format::sinfo_reservations::sinfo_reservations;
 use crate::format::{Columns, SinfoOptions, sinfo};
 
 /// Lists nodes.
@@ -39,6 +40,17 @@ pub async fn run(cluster: &Cluster, args: &NodesArgs, json: bool) -> anyhow::Res
             return Ok(ExitCode::from(1));
         }
     };
+    if args.reservation {
+        let reservations =
+            super::scontrol::reservations::fetch(cluster, &format!("{program} -T")).await?;
+        if json {
+            super::print_json(&reservations)?;
+        } else {
+            let now = Timestamp(crate::when::now_ms());
+            print!("{}", sinfo_reservations(&reservations, args.noheader, now));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     // sinfo shows nothing for an unknown partition; `corral nodes` and
     // `--json` let the controller refuse it by name.
     let request = ListNodesRequest {

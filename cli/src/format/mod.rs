@@ -22,6 +22,7 @@ pub mod show_job;
 pub mod show_node;
 pub mod show_reservation;
 pub mod sinfo_fields;
+pub mod sinfo_reservations;
 pub mod sprio;
 pub mod sshare;
 pub mod sstat_fields;

@@ -10,7 +10,7 @@ mod hosts;
 mod nodes;
 mod parse;
 mod processes;
-mod reservations;
+pub(crate) mod reservations;
 
 use std::process::ExitCode;
 

@@ -24,17 +24,7 @@ pub async fn show_reservations(
     name: Option<&str>,
     oneliner: bool,
 ) -> anyhow::Result<ExitCode> {
-    let reply = cluster
-        .call(Retry::Idempotent, |mut c| async move {
-            c.list_reservations(Empty {}).await
-        })
-        .await
-        .map_err(|e| older_controller(e, "scontrol show reservation"))?;
-    let reservations = reply
-        .reservations_json
-        .iter()
-        .map(|r| records::decode::<Reservation>("reservation", r))
-        .collect::<Result<Vec<_>, _>>()?;
+    let reservations = fetch(cluster, "scontrol show reservation").await?;
     let wanted = select(&reservations, name);
     let nodes = if wanted.is_empty() {
         Vec::new()
@@ -46,6 +36,22 @@ pub async fn show_reservations(
     let (text, status) = render(&wanted, name, &nodes, oneliner, Timestamp(when::now_ms()));
     print!("{text}");
     Ok(ExitCode::from(status))
+}
+
+/// Every reservation (`what` names the command in the error an older
+/// controller gives).
+pub async fn fetch(cluster: &Cluster, what: &str) -> anyhow::Result<Vec<Reservation>> {
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.list_reservations(Empty {}).await
+        })
+        .await
+        .map_err(|e| older_controller(e, what))?;
+    reply
+        .reservations_json
+        .iter()
+        .map(|r| records::decode::<Reservation>("reservation", r).map_err(Into::into))
+        .collect()
 }
 
 /// The reservations to print: all, or the one named exactly `name`.

@@ -300,14 +300,25 @@ mod tests {
         addr
     }
 
-    #[tokio::test]
-    async fn a_cut_holds_an_open_stream_until_the_heal() {
-        let (upstream, _ended) = echo_server().await;
+    /// A stream through the proxy to an echo server, already carrying, with
+    /// the route's cuts and word of the server seeing its input end.
+    async fn carried_stream() -> (
+        TcpStream,
+        watch::Sender<Cuts>,
+        tokio::sync::mpsc::Receiver<()>,
+    ) {
+        let (upstream, ended) = echo_server().await;
         let (route, cuts) = route(upstream);
         let proxy = proxy_tcp(route).await;
         let mut client = TcpStream::connect(proxy).await.unwrap();
         client.write_all(b"a").await.unwrap();
         assert_eq!(read_some(&mut client).await, b"a");
+        (client, cuts, ended)
+    }
+
+    #[tokio::test]
+    async fn a_cut_holds_an_open_stream_until_the_heal() {
+        let (mut client, cuts, _ended) = carried_stream().await;
         set(&cuts, cut());
         client.write_all(b"b").await.unwrap();
         let held = tokio::time::timeout(HELD, read_some(&mut client)).await;
@@ -318,12 +329,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_close_across_a_cut_arrives_after_the_heal() {
-        let (upstream, mut ended) = echo_server().await;
-        let (route, cuts) = route(upstream);
-        let proxy = proxy_tcp(route).await;
-        let mut client = TcpStream::connect(proxy).await.unwrap();
-        client.write_all(b"a").await.unwrap();
-        assert_eq!(read_some(&mut client).await, b"a");
+        let (mut client, cuts, mut ended) = carried_stream().await;
         set(&cuts, cut());
         client.shutdown().await.unwrap();
         let early = tokio::time::timeout(HELD, ended.recv()).await;
