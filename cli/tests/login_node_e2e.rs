@@ -299,7 +299,7 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     // salloc: a command here with the allocation's variables; srun in it
     // runs steps on the allocation; the command's status ends the job.
     let command = format!(
-        "echo nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES per=$SLURM_TASKS_PER_NODE; {}/srun -l hostname; exit 3",
+        "echo nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES per=$SLURM_TASKS_PER_NODE; echo working=$SLURM_WORKING_CLUSTER; {}/srun -l hostname; exit 3",
         cluster.dir.path().join("bin").display()
     );
     let out = run(&cluster, "salloc", &["-N2", "sh", "-c", &command]);
@@ -315,6 +315,13 @@ fn srun_and_salloc_from_a_login_node_allocate_run_and_release() {
     }
     assert!(
         stdout.contains("nodes=gpu[01-02] n=2 per=1(x2)"),
+        "{stdout}"
+    );
+    // The cluster, the first controller the agents know, Slurm 22.05's
+    // protocol version and select/cons_tres.
+    let first = &cluster.addresses[0];
+    assert!(
+        stdout.contains(&format!("working=local:{first}:9728:109")),
         "{stdout}"
     );
     assert_eq!(

@@ -201,6 +201,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             unkillable_timeout,
             lease: Some(lease.clone()),
             launch_stall: Duration::from_secs(args.fault_launch_stall_s),
+            working_controller: args.controllers.first().cloned(),
         },
         outbox.clone(),
         Arc::clone(&journal),

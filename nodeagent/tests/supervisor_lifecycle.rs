@@ -50,6 +50,7 @@ fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
             unkillable_timeout: Duration::from_secs(10),
             lease: None,
             launch_stall: Duration::ZERO,
+            working_controller: None,
         },
         outbox.clone(),
         Arc::new(journal),

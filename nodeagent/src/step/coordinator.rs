@@ -381,7 +381,7 @@ fn allocation_variables(
     };
     let cluster_name = supervisor.cluster_name();
     let checkpoint_dir = supervisor.checkpoint_dir(job.id).display().to_string();
-    allocation_environment(&LaunchContext {
+    let mut env = allocation_environment(&LaunchContext {
         job,
         attempt,
         node: supervisor.node(),
@@ -389,7 +389,12 @@ fn allocation_variables(
         checkpoint_dir: &checkpoint_dir,
         base_env: &Default::default(),
         dispatched_by: launch.dispatched_by,
-    })
+    });
+    // salloc sets it too.
+    if let Some(value) = supervisor.working_cluster() {
+        env.insert("SLURM_WORKING_CLUSTER".to_string(), value);
+    }
+    env
 }
 
 /// One `srun`: from its request to the step's end.

@@ -68,6 +68,9 @@ pub struct SupervisorSettings {
     /// long on its blocking thread, as when the job's shared storage or the
     /// user database hangs. Zero in service.
     pub launch_stall: Duration,
+    /// The controller address jobs are told in `SLURM_WORKING_CLUSTER`
+    /// (the first the agent was given, as Slurm names its primary).
+    pub working_controller: Option<String>,
 }
 
 /// The attempts of this node.
@@ -593,10 +596,21 @@ impl Supervisor {
         self.settings.checkpoint_root.join(job.to_string())
     }
 
+    /// `SLURM_WORKING_CLUSTER` for this node's jobs, when the agent knows a
+    /// controller.
+    pub fn working_cluster(&self) -> Option<String> {
+        let controller = self.settings.working_controller.as_deref()?;
+        Some(working_cluster(&self.cluster_name(), controller))
+    }
+
     /// Sets the agent's variables in a job process's environment:
-    /// `CORRAL_AGENT_ID`, and `CORRAL_STEP_SOCKET` when steps are served.
+    /// `CORRAL_AGENT_ID`, `SLURM_WORKING_CLUSTER`, and `CORRAL_STEP_SOCKET`
+    /// when steps are served.
     pub fn add_agent_vars(&self, env: &mut std::collections::BTreeMap<String, String>) {
         env.insert(AGENT_ID_ENV.to_string(), self.settings.agent_id.clone());
+        if let Some(value) = self.working_cluster() {
+            env.insert("SLURM_WORKING_CLUSTER".to_string(), value);
+        }
         if let Some(socket) = &self.settings.step_socket {
             env.insert(
                 corral_proto::step::STEP_SOCKET_ENV.to_string(),
@@ -604,6 +618,22 @@ impl Supervisor {
             );
         }
     }
+}
+
+/// Slurm 22.05's protocol version (`(38 << 8) | 0`), as
+/// `SLURM_WORKING_CLUSTER` carries it.
+const SLURM_22_05_PROTOCOL_VERSION: u32 = 38 << 8;
+/// Slurm's id of select/cons_tres, the selection corral's matches.
+const SELECT_PLUGIN_CONS_TRES: u32 = 109;
+
+/// `SLURM_WORKING_CLUSTER`: `CLUSTER:HOST:PORT:RPC_VERSION:SELECT_PLUGIN`,
+/// the controller given as `host:port` (`[v6]:port`).
+fn working_cluster(cluster: &str, controller: &str) -> String {
+    let (host, port) = match controller.rsplit_once(':') {
+        Some((host, port)) => (host.trim_start_matches('[').trim_end_matches(']'), port),
+        None => (controller, "6817"),
+    };
+    format!("{cluster}:{host}:{port}:{SLURM_22_05_PROTOCOL_VERSION}:{SELECT_PLUGIN_CONS_TRES}")
 }
 
 /// What [`Supervisor::usage_targets`] finds.
@@ -635,5 +665,22 @@ fn send(group: i32, signal: Signal) {
 fn send_pid(pid: i32, signal: Signal) {
     if let Ok(signal) = NixSignal::try_from(i32::from(signal.0)) {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::working_cluster;
+
+    #[test]
+    fn the_working_cluster_is_said_as_slurm_says_it() {
+        assert_eq!(
+            working_cluster("local", "10.0.0.5:6817"),
+            "local:10.0.0.5:6817:9728:109"
+        );
+        assert_eq!(
+            working_cluster("c", "[fd00::1]:7000"),
+            "c:fd00::1:7000:9728:109"
+        );
     }
 }

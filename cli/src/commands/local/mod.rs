@@ -6,7 +6,7 @@
 //! the node agent exists. Tests, the demo and the chaos suite build on it.
 
 use std::fmt::Write as _;
-use std::net::{IpAddr, TcpListener};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,6 +20,7 @@ use crate::args::{LocalAction, LocalGpuBackend, LocalUpArgs};
 
 mod fault_proxy;
 mod netns;
+mod ports;
 mod process;
 mod site_config;
 
@@ -346,7 +347,7 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             })
             .collect()
     } else {
-        let ports = free_ports(controller_ids.len() * 2)?;
+        let ports = ports::free_ports(IpAddr::from([127, 0, 0, 1]), controller_ids.len() * 2)?;
         controller_ids
             .iter()
             .zip(ports.chunks(2))
@@ -886,18 +887,6 @@ fn is_corral_process(pid: i32) -> bool {
 fn node_names(count: u32) -> Vec<String> {
     let width = if count > 99 { 3 } else { 2 };
     (1..=count).map(|i| format!("gpu{i:0width$}")).collect()
-}
-
-/// Ports free right now on loopback.
-fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("cannot find free ports on 127.0.0.1")?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
 }
 
 fn current_user() -> String {

@@ -132,13 +132,12 @@ impl Layout {
     }
 
     /// Ports for `controllers`, four each, free on the controller's own
-    /// address for TCP (and for UDP where the agents use them): the proxy's
-    /// two and the controller's own two.
+    /// address: the proxy's two and the controller's own two.
     pub fn free_ports(controllers: &[u64]) -> anyhow::Result<Vec<u16>> {
         let mut ports = Vec::new();
         for id in controllers {
             let ip = controller_ip(*id)?;
-            ports.extend(free_ports_on(ip)?);
+            ports.extend(super::ports::free_ports(ip, 4)?);
         }
         Ok(ports)
     }
@@ -187,28 +186,6 @@ impl Layout {
             .map(Some)
             .with_context(|| format!("{} is not a fault proxy layout", path.display()))
     }
-}
-
-/// Four ports free on `ip` now: TCP for all, UDP too for the second and
-/// fourth (a controller's client port, which agents use over UDP).
-fn free_ports_on(ip: IpAddr) -> anyhow::Result<[u16; 4]> {
-    for _ in 0..20 {
-        let listeners: Vec<std::net::TcpListener> = (0..4)
-            .map(|_| std::net::TcpListener::bind((ip, 0)))
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("cannot find free ports on {ip}"))?;
-        let ports: Vec<u16> = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect::<Result<_, _>>()?;
-        let udp_free = [ports[1], ports[3]]
-            .iter()
-            .all(|port| std::net::UdpSocket::bind((ip, *port)).is_ok());
-        if udp_free {
-            return Ok([ports[0], ports[1], ports[2], ports[3]]);
-        }
-    }
-    bail!("cannot find ports free for both TCP and UDP on {ip}")
 }
 
 fn socket_path(dir: &Path) -> PathBuf {
