@@ -124,6 +124,11 @@ impl Default for RaftTiming {
 /// that it did not finish (it may still).
 const MEMBERSHIP_PATIENCE: Duration = Duration::from_secs(60);
 
+/// What openraft answers a membership change with.
+type ClientWriteResponse = openraft::raft::ClientWriteResponse<crate::types::TypeConfig>;
+type ClientWriteFailure =
+    RaftError<ReplicaId, openraft::error::ClientWriteError<ReplicaId, ReplicaAddr>>;
+
 /// How to start a replica.
 #[derive(Debug, Clone)]
 pub struct ReplicaConfig {
@@ -483,14 +488,14 @@ impl Replica {
     ) -> Result<(), MembershipError> {
         self.require_leader()?;
         let change = self.raft.add_learner(id, addr, true);
-        match tokio::time::timeout(MEMBERSHIP_PATIENCE, change).await {
-            Ok(result) => result.map(|_| ()).map_err(|e| self.membership_error(e)),
-            Err(_) => Err(MembershipError::Refused(format!(
+        self.bounded(change, || {
+            format!(
                 "replica {id} did not catch up within {} s (is it running and reachable?); \
                  it may still join: see `corral cluster`",
                 MEMBERSHIP_PATIENCE.as_secs()
-            ))),
-        }
+            )
+        })
+        .await
     }
 
     /// Makes `voters` the voting members (each must already be a member or a
@@ -504,13 +509,26 @@ impl Replica {
         let change = self
             .raft
             .change_membership(ChangeMembers::ReplaceAllVoters(voters), keep_as_learners);
-        match tokio::time::timeout(MEMBERSHIP_PATIENCE, change).await {
-            Ok(result) => result.map(|_| ()).map_err(|e| self.membership_error(e)),
-            Err(_) => Err(MembershipError::Refused(format!(
+        self.bounded(change, || {
+            format!(
                 "the change did not commit within {} s (has the leader lost its quorum?); \
                  it may still commit: see `corral cluster`",
                 MEMBERSHIP_PATIENCE.as_secs()
-            ))),
+            )
+        })
+        .await
+    }
+
+    /// Waits for a membership change at most [`MEMBERSHIP_PATIENCE`]; past
+    /// it the change is refused with `timed_out`'s words.
+    async fn bounded(
+        &self,
+        change: impl std::future::Future<Output = Result<ClientWriteResponse, ClientWriteFailure>>,
+        timed_out: impl FnOnce() -> String,
+    ) -> Result<(), MembershipError> {
+        match tokio::time::timeout(MEMBERSHIP_PATIENCE, change).await {
+            Ok(result) => result.map(|_| ()).map_err(|e| self.membership_error(e)),
+            Err(_) => Err(MembershipError::Refused(timed_out())),
         }
     }
 
@@ -539,10 +557,7 @@ impl Replica {
     /// What a refused membership change means: not the leader (this replica
     /// lost leadership meanwhile), a change still being committed (worth
     /// another try), or a refusal.
-    fn membership_error(
-        &self,
-        error: RaftError<ReplicaId, openraft::error::ClientWriteError<ReplicaId, ReplicaAddr>>,
-    ) -> MembershipError {
+    fn membership_error(&self, error: ClientWriteFailure) -> MembershipError {
         if let Some(forward) = error.forward_to_leader() {
             return MembershipError::NotLeader {
                 leader: forward.leader_id.zip(forward.leader_node.clone()),
