@@ -1,0 +1,146 @@
+//! Data written by earlier builds is still read: the Raft log's commands and the
+//! snapshots that format 1 stored (`tests/fixtures/format1-*.bin`, written by the
+//! build before format 2 and never rewritten) decode with this build and give
+//! the same state as the same history applied now.
+//!
+//! The fixtures are `postcard::to_stdvec(&history())` and
+//! `snapshot::encode(&applied_now())` as the format-1 build wrote them. When a
+//! stored shape changes again, freeze its old shape (as `corral_state::format_v1`
+//! does), write the current format's fixtures with the build before the change,
+//! and test them here.
+
+mod support;
+
+use corral_state::command::Command;
+use corral_state::job::JobState;
+use corral_state::slurm::array::ArraySpec;
+use corral_state::slurm::dependency::{DependencyCondition, DependencyKind, DependencySpec};
+use corral_state::slurm::duration::TimeLimit;
+use corral_state::{ClusterState, JobId, snapshot};
+use support::*;
+
+const FORMAT1_COMMANDS: &[u8] = include_bytes!("fixtures/format1-commands.bin");
+const FORMAT1_SNAPSHOT: &[u8] = include_bytes!("fixtures/format1-snapshot.bin");
+
+/// A history touching every stored table a job lives in: plain, array, dependent
+/// and held submissions, a plan, starts, an exit, a tick and a cancel.
+fn history() -> Vec<Command> {
+    let mut base = cluster(2, 8);
+    let mut commands = Vec::new();
+    let mut run = |state: &mut ClusterState, command: Command| {
+        ok(state, command.clone());
+        commands.push(command);
+    };
+    let submit = |spec: corral_state::job::JobSpec, secs| Command::Submit {
+        by: user(&spec.user),
+        spec,
+        batch: script(),
+        key: Some(format!("key-{secs}")),
+        at: at(secs),
+    };
+
+    let mut first = spec("alice", 1, 4);
+    first.comment = Some("first".into());
+    first.time_limit = Some(TimeLimit::Seconds(90 * 60));
+    run(&mut base, submit(first, 10));
+
+    let mut array = spec("bob", 1, 1);
+    array.array = Some(ArraySpec {
+        indices: vec![0, 2, 4],
+        throttle: Some(2),
+    });
+    run(&mut base, submit(array, 11));
+
+    let mut dependent = spec("alice", 1, 2);
+    dependent.dependency = Some(DependencySpec {
+        any_of: false,
+        conditions: vec![DependencyCondition {
+            kind: DependencyKind::AfterOk,
+            job_id: 1,
+            array_task: None,
+            delay_minutes: 0,
+        }],
+        singleton: false,
+    });
+    run(&mut base, submit(dependent, 12));
+
+    let mut held = spec("bob", 2, 8);
+    held.hold = true;
+    run(&mut base, submit(held, 13));
+
+    let planned = first_fit(&base, JobId(1)).expect("job 1 fits");
+    let node = planned.nodes[0].node.clone();
+    run(
+        &mut base,
+        Command::ApplyPlan {
+            allocations: vec![planned],
+            preemptions: vec![],
+            reasons: vec![],
+            at: at(20),
+        },
+    );
+    run(
+        &mut base,
+        Command::AttemptStarted {
+            job: JobId(1),
+            attempt: 1,
+            node: node.clone(),
+            at: at(21),
+        },
+    );
+    run(&mut base, Command::Tick { at: at(60) });
+    run(
+        &mut base,
+        Command::BatchExited {
+            job: JobId(1),
+            attempt: 1,
+            node,
+            status: exit(0),
+            at: at(80),
+        },
+    );
+    run(
+        &mut base,
+        Command::Cancel {
+            target: corral_state::command::CancelTarget::Job(JobId(5)),
+            by: admin(),
+            at: at(90),
+        },
+    );
+    commands
+}
+
+/// The state `history` leaves, applied by this build.
+fn applied_now() -> ClusterState {
+    let mut state = cluster(2, 8);
+    for command in history() {
+        ok(&mut state, command);
+    }
+    state
+}
+
+#[test]
+fn format1_log_commands_decode_and_apply_to_the_same_state() {
+    let commands: Vec<Command> =
+        postcard::from_bytes(FORMAT1_COMMANDS).expect("format-1 commands decode");
+    assert_eq!(commands.len(), history().len());
+    let mut state = cluster(2, 8);
+    for command in commands {
+        ok(&mut state, command);
+    }
+    check_invariants(&state);
+    assert_eq!(state, applied_now());
+}
+
+#[test]
+fn a_format1_snapshot_decodes_to_the_same_state() {
+    let state = snapshot::decode(FORMAT1_SNAPSHOT).expect("format-1 snapshot decodes");
+    check_invariants(&state);
+    let now = applied_now();
+    assert_eq!(state, now);
+    assert_eq!(state.digest(), now.digest());
+    assert_eq!(
+        state.job(JobId(1)).map(|j| j.state),
+        Some(JobState::Completed)
+    );
+}
