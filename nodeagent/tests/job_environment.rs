@@ -53,6 +53,7 @@ fn context<'a>(
         checkpoint_dir: "/ckpt/job/attempt",
         base_env: base,
         dispatched_by: (2, 7),
+        topology: None,
     }
 }
 
@@ -119,6 +120,8 @@ fn gang_batch_host_gets_exactly_slurms_variables() {
         ("SLURM_SUBMIT_DIR", "/home/user"),
         ("SLURM_SUBMIT_HOST", "login1"),
         ("SLURM_TASKS_PER_NODE", "4(x2)"),
+        ("SLURM_TOPOLOGY_ADDR", "n1"),
+        ("SLURM_TOPOLOGY_ADDR_PATTERN", "node"),
         ("TMPDIR", "/tmp"),
     ]);
     assert_eq!(batch(job, "n1", &base_env()), expected);
@@ -144,6 +147,7 @@ fn gang_second_node_differs_only_in_node_variables() {
         ("SLURM_JOB_GPUS", ("2,3", "0,1")),
         ("SLURM_NODEID", ("0", "1")),
         ("SLURM_PROCID", ("0", "1")),
+        ("SLURM_TOPOLOGY_ADDR", ("n1", "n2")),
     ]
     .into_iter()
     .collect();
@@ -543,4 +547,34 @@ fn salloc_gets_the_job_wide_variables_and_none_of_the_batch_hosts() {
             salloc.get(name)
         );
     }
+}
+
+#[test]
+fn an_explicit_cpus_per_task_of_one_is_passed_on() {
+    let mut state = cluster(1, 1);
+    let mut asked = spec("alice", 1, 0);
+    asked.cpus_per_task_given = true;
+    let id = submit(&mut state, asked, at(1));
+    start(&mut state, id, at(2));
+    let out = batch(state.job(id).unwrap(), "n1", &BTreeMap::new());
+    assert_eq!(out["SLURM_CPUS_PER_TASK"], "1");
+}
+
+#[test]
+fn a_node_in_the_switch_tree_is_addressed_through_its_switches() {
+    let (state, id) = gang();
+    let job = state.job(id).unwrap();
+    let attempt = job.current_attempt().unwrap();
+    let place = corral_state::topology::TopologyAddress {
+        address: "spine.leaf1.n1".into(),
+        pattern: "switch.switch.node".into(),
+    };
+    let base = base_env();
+    let ctx = LaunchContext {
+        topology: Some(&place),
+        ..context(job, attempt, "n1", &base)
+    };
+    let out = batch_environment(&ctx);
+    assert_eq!(out["SLURM_TOPOLOGY_ADDR"], "spine.leaf1.n1");
+    assert_eq!(out["SLURM_TOPOLOGY_ADDR_PATTERN"], "switch.switch.node");
 }

@@ -75,6 +75,7 @@ fn launch(dir: &Path, body: &str) -> Launch {
         },
         step_peers: Default::default(),
         dispatched_by: (1, 1),
+        topology: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use corral_state::ids::{AttemptNumber, JobId};
 use corral_state::job::{BatchScript, ExitStatus, Job};
 use corral_state::slurm::signal::Signal;
+use corral_state::topology::TopologyAddress;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -275,6 +276,9 @@ pub struct Launch {
     /// `CORRAL_DISPATCHED_BY=ID:TERM`; the chaos suite checks one leader per
     /// term from it).
     pub dispatched_by: (u64, u64),
+    /// Where each node of the attempt sits in the switch tree
+    /// (`SLURM_TOPOLOGY_ADDR`); a node left out is addressed by its name alone.
+    pub topology: BTreeMap<String, TopologyAddress>,
 }
 
 /// A frame could not be sent or read.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::account::{Account, User};
 use crate::config::ClusterConfig;
+use crate::format_v1::JobSpecV1;
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
 use crate::job_update::JobUpdate;
@@ -59,24 +60,27 @@ pub struct PlannedPreemption {
 }
 
 /// A change to the cluster state.
+///
+/// A variant's position is its encoding in the log: new variants go at the end,
+/// and a variant's fields never change once a build has written it (format 1's
+/// `Submit` is kept as [`Command::SubmitFormat1`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     // ---- jobs -------------------------------------------------------------
-    /// Submit a job (an array becomes one job per task).
-    Submit {
-        /// What was asked; `spec.user` must be the actor.
-        spec: JobSpec,
-        /// The script and environment, stored once for all tasks of an array.
+    /// Format 1's submission, as log entries written before format 2 hold it:
+    /// applied as [`Command::Submit`] with the fields format 1 did not have at
+    /// their defaults. This build never proposes it.
+    SubmitFormat1 {
+        /// What was asked, in format 1's shape.
+        spec: Box<JobSpecV1>,
+        /// As in `Submit`.
         batch: BatchScript,
-        /// The authenticated submitter.
+        /// As in `Submit`.
         by: Actor,
-        /// The client's idempotency key: a second `Submit` by the same user with
-        /// the same key within [`crate::submit_keys::SUBMIT_KEY_RETENTION_MS`]
-        /// changes nothing and answers with the first one's jobs, so a client may
-        /// retry a submission whose answer it lost.
+        /// As in `Submit`.
         key: Option<String>,
-        /// Leader time.
+        /// As in `Submit`.
         at: Timestamp,
     },
     /// Cancel jobs. Pending ones end at once; running ones go to COMPLETING.
@@ -422,6 +426,24 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+
+    // ---- format 2 ----------------------------------------------------------
+    /// Submit a job (an array becomes one job per task).
+    Submit {
+        /// What was asked; `spec.user` must be the actor.
+        spec: JobSpec,
+        /// The script and environment, stored once for all tasks of an array.
+        batch: BatchScript,
+        /// The authenticated submitter.
+        by: Actor,
+        /// The client's idempotency key: a second `Submit` by the same user with
+        /// the same key within [`crate::submit_keys::SUBMIT_KEY_RETENTION_MS`]
+        /// changes nothing and answers with the first one's jobs, so a client may
+        /// retry a submission whose answer it lost.
+        key: Option<String>,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -431,6 +453,7 @@ macro_rules! time_slot {
         use Command::*;
         match $command {
             Submit { at, .. }
+            | SubmitFormat1 { at, .. }
             | Cancel { at, .. }
             | Release { at, .. }
             | Requeue { at, .. }

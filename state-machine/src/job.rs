@@ -10,6 +10,7 @@ use crate::slurm::array::ArraySpec;
 use crate::slurm::dependency::DependencySpec;
 use crate::slurm::duration::TimeLimit;
 use crate::slurm::gres::GpuRequest;
+use crate::slurm::mail::MailTypes;
 use crate::slurm::sbatch::SwitchesSpec;
 use crate::slurm::signal::{Signal, SignalSpec};
 use crate::time::Timestamp;
@@ -121,6 +122,25 @@ pub struct JobSpec {
     pub excluded_nodes: Vec<String>,
     /// `--comment`.
     pub comment: Option<String>,
+    /// `--time-min`: the least time limit the job would accept (scontrol's
+    /// `TimeMin`). Kept and shown; corral schedules with the time limit only.
+    #[serde(default)]
+    pub time_min: Option<TimeLimit>,
+    /// `--mail-type`, repeated ones ORed.
+    #[serde(default)]
+    pub mail_type: MailTypes,
+    /// `--mail-user`; the submitting user when `None`.
+    #[serde(default)]
+    pub mail_user: Option<String>,
+    /// What scontrol shows as `Command=`: the batch script's path as sbatch
+    /// names it, or `srun`'s program; `None` for `--wrap`, a script read from
+    /// standard input and `salloc`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Whether `--cpus-per-task` was given (Slurm then sets
+    /// `SLURM_CPUS_PER_TASK`, also for 1).
+    #[serde(default)]
+    pub cpus_per_task_given: bool,
 }
 
 impl JobSpec {
@@ -164,6 +184,11 @@ impl JobSpec {
             required_nodes: Vec::new(),
             excluded_nodes: Vec::new(),
             comment: None,
+            time_min: None,
+            mail_type: MailTypes::NONE,
+            mail_user: None,
+            command: None,
+            cpus_per_task_given: false,
         }
     }
 }

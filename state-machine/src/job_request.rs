@@ -27,6 +27,20 @@ pub struct SubmitContext {
     pub cwd: String,
     /// The submitting shell's environment.
     pub environment: BTreeMap<String, String>,
+    /// What scontrol will show as `Command=`: the script's path as sbatch names
+    /// it (see [`command_of_script`]), `srun`'s program, or `None`.
+    pub command: Option<String>,
+}
+
+/// `Command=` for a batch script file as sbatch names it: a bare file name is
+/// made absolute with the submit directory; a path with a `/` is kept as typed
+/// (`./train.sh`, `../jobs/train.sh`), as Slurm 22.05 does.
+pub fn command_of_script(path: &str, cwd: &str) -> String {
+    if path.contains('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", cwd.trim_end_matches('/'))
+    }
 }
 
 /// Where the batch script comes from.
@@ -80,7 +94,8 @@ pub fn build_request(
         ),
     };
     let memory = memory_request(&options)?;
-    let environment = exported_environment(options.export.as_ref(), &ctx.environment);
+    let mut environment = exported_environment(options.export.as_ref(), &ctx.environment);
+    environment.extend(options.slurm_variables.clone());
     let workdir = match &options.chdir {
         Some(dir) if dir.starts_with('/') => dir.clone(),
         Some(dir) => format!("{}/{dir}", ctx.cwd.trim_end_matches('/')),
@@ -102,6 +117,7 @@ pub fn build_request(
         ntasks: options.ntasks,
         ntasks_per_node: options.ntasks_per_node,
         cpus_per_task: options.cpus_per_task.unwrap_or(1),
+        cpus_per_task_given: options.cpus_per_task.is_some(),
         cpus_per_gpu: options.cpus_per_gpu,
         gpus_per_node: options.gpus_per_node,
         gpus_total: options.gpus,
@@ -126,6 +142,10 @@ pub fn build_request(
         required_nodes: expand(&options.nodelist)?,
         excluded_nodes: expand(&options.exclude)?,
         comment: options.comment,
+        time_min: options.time_min,
+        mail_type: options.mail_type,
+        mail_user: options.mail_user,
+        command: ctx.command.clone(),
     };
     let batch = BatchScript {
         script,
@@ -153,6 +173,8 @@ fn memory_request(options: &SbatchOptions) -> Result<MemoryRequest, RequestError
 }
 
 /// The environment the job starts with, as `--export` selects it (default ALL).
+/// As sbatch, `NONE` and a list of names still pass on the submitting shell's
+/// `SLURM_*` variables.
 fn exported_environment(
     export: Option<&ExportSpec>,
     submitting: &BTreeMap<String, String>,
@@ -164,14 +186,25 @@ fn exported_environment(
             env.extend(set.clone());
             env
         }
-        Some(ExportSpec::None) => BTreeMap::new(),
+        Some(ExportSpec::None) => slurm_variables(submitting),
         Some(ExportSpec::Only { names, set }) => {
-            let mut env: BTreeMap<String, String> = names
-                .iter()
-                .filter_map(|n| submitting.get(n).map(|v| (n.clone(), v.clone())))
-                .collect();
+            let mut env = slurm_variables(submitting);
+            env.extend(
+                names
+                    .iter()
+                    .filter_map(|n| submitting.get(n).map(|v| (n.clone(), v.clone()))),
+            );
             env.extend(set.clone());
             env
         }
     }
+}
+
+/// The submitting shell's `SLURM_*` variables.
+fn slurm_variables(submitting: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    submitting
+        .iter()
+        .filter(|(name, _)| name.starts_with("SLURM_"))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
 }

@@ -52,6 +52,14 @@ pub enum JobChanges {
 }
 
 impl JobTable {
+    /// A table of `jobs` with an empty journal (a decoded or migrated state).
+    pub(crate) fn from_jobs(jobs: BTreeMap<JobId, Job>) -> JobTable {
+        JobTable {
+            jobs,
+            journal: ChangeJournal::default(),
+        }
+    }
+
     /// The job `id`, to change: recorded as changed.
     pub fn get_mut(&mut self, id: &JobId) -> Option<&mut Job> {
         if self.jobs.contains_key(id) {

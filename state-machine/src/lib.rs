@@ -14,6 +14,7 @@ mod apply;
 pub mod command;
 pub mod config;
 pub mod digest;
+pub mod format_v1;
 pub mod ids;
 pub mod invariants;
 pub mod job;

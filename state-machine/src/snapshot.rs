@@ -1,15 +1,19 @@
 //! The versioned snapshot encoding: a magic tag, a format version, the body length,
 //! the postcard-encoded state and a SHA-256 of the body. Decoding checks all of
 //! them, so a truncated or corrupted snapshot is refused, never half-loaded.
+//!
+//! Format 2 (this build) added fields to jobs' requests. A format-1 snapshot is
+//! read through the frozen shapes of [`crate::format_v1`].
 
 use sha2::{Digest, Sha256};
 
+use crate::format_v1::ClusterStateV1;
 use crate::state::ClusterState;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"CORRALSS";
-/// The format this build writes. Older versions are migrated on read once they exist.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this build writes. Format 1 is read and migrated.
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER_LEN: usize = 8 + 4 + 8;
 const CHECKSUM_LEN: usize = 32;
 
@@ -95,7 +99,7 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
             .try_into()
             .map_err(|_| SnapshotError::BadMagic)?,
     );
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(SnapshotError::UnsupportedVersion { found: version });
     }
     let expected = u64::from_le_bytes(
@@ -112,5 +116,11 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
     if Sha256::digest(body).as_slice() != checksum {
         return Err(SnapshotError::BadChecksum);
     }
-    postcard::from_bytes(body).map_err(|e| SnapshotError::Decode(e.to_string()))
+    let undecodable = |e: postcard::Error| SnapshotError::Decode(e.to_string());
+    if version == 1 {
+        return postcard::from_bytes::<ClusterStateV1>(body)
+            .map(ClusterState::from)
+            .map_err(undecodable);
+    }
+    postcard::from_bytes(body).map_err(undecodable)
 }

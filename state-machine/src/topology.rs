@@ -34,6 +34,15 @@ pub struct Topology {
     pub block_sizes: Vec<u32>,
 }
 
+/// A node's place in the switch tree (see [`Topology::address_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyAddress {
+    /// `SLURM_TOPOLOGY_ADDR`: switch names from the root, then the node, joined by dots.
+    pub address: String,
+    /// `SLURM_TOPOLOGY_ADDR_PATTERN`: `switch` for each switch, then `node`.
+    pub pattern: String,
+}
+
 /// Why a topology was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
@@ -123,6 +132,38 @@ impl Topology {
         Ok(())
     }
 
+    /// Where `node` sits in the switch tree, as Slurm's `topology/tree` gives
+    /// it to jobs (`SLURM_TOPOLOGY_ADDR=top.leaf.node`,
+    /// `SLURM_TOPOLOGY_ADDR_PATTERN=switch.switch.node`): the switches from
+    /// the root down, then the node. `None` when no leaf switch lists the node
+    /// (a flat cluster), where Slurm's address is the node alone.
+    pub fn address_of(&self, node: &str) -> Option<TopologyAddress> {
+        let leaf = self
+            .switches
+            .iter()
+            .find(|(_, switch)| switch.nodes.iter().any(|n| n == node))?
+            .0;
+        let mut path = vec![leaf.as_str()];
+        // A validated tree has no cycle; the bound keeps a bad one finite.
+        while path.len() <= self.switches.len() {
+            let Some((parent, _)) = self
+                .switches
+                .iter()
+                .find(|(_, s)| s.children.iter().any(|c| c == path[path.len() - 1]))
+            else {
+                break;
+            };
+            path.push(parent);
+        }
+        path.reverse();
+        let pattern = vec!["switch"; path.len()];
+        path.push(node);
+        Some(TopologyAddress {
+            address: path.join("."),
+            pattern: format!("{}.node", pattern.join(".")),
+        })
+    }
+
     /// Every node named anywhere in the topology.
     pub fn nodes(&self) -> BTreeSet<&str> {
         let under_switches = self.switches.values().flat_map(|s| s.nodes.iter());
@@ -150,4 +191,37 @@ fn check_nodes_once<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch(nodes: &[&str], children: &[&str]) -> Switch {
+        Switch {
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            children: children.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_node_is_addressed_from_the_root_switch_down() {
+        let topology = Topology {
+            switches: BTreeMap::from([
+                ("top".to_string(), switch(&[], &["leaf1", "leaf2"])),
+                ("leaf1".to_string(), switch(&["n1", "n2"], &[])),
+                ("leaf2".to_string(), switch(&["n3"], &[])),
+                ("lonely".to_string(), switch(&["n9"], &[])),
+            ]),
+            ..Topology::default()
+        };
+        let address = topology.address_of("n3").expect("n3 is in the tree");
+        assert_eq!(address.address, "top.leaf2.n3");
+        assert_eq!(address.pattern, "switch.switch.node");
+        let address = topology.address_of("n9").expect("n9 is in the tree");
+        assert_eq!(address.address, "lonely.n9");
+        assert_eq!(address.pattern, "switch.node");
+        assert_eq!(topology.address_of("n5"), None);
+        assert_eq!(Topology::default().address_of("n1"), None);
+    }
 }

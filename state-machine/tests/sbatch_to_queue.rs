@@ -40,6 +40,7 @@ fn context() -> SubmitContext {
             ("PATH".to_string(), "/usr/bin".to_string()),
             ("WANDB_PROJECT".to_string(), "llama".to_string()),
         ]),
+        command: Some("/home/alice/llama/train.sh".into()),
     }
 }
 
@@ -151,11 +152,20 @@ fn conflicting_memory_options_are_refused() {
 }
 
 #[test]
-fn export_none_gives_an_empty_environment_and_a_bad_nodelist_names_its_token() {
+fn export_none_keeps_only_slurm_variables_and_a_bad_nodelist_names_its_token() {
     let (options, _) = parse_args(&["--export=NONE", "-w", "n[1-2]", "x.sh"]).expect("args parse");
+    let mut ctx = context();
+    ctx.environment
+        .insert("SLURM_ACCOUNT".into(), "from-the-shell".into());
     let (spec, batch) =
-        build_request(options, ScriptSource::Wrap("true".into()), &context()).expect("builds");
-    assert!(batch.environment.is_empty());
+        build_request(options, ScriptSource::Wrap("true".into()), &ctx).expect("builds");
+    // As sbatch: the shell's SLURM_* variables, and those sbatch sets itself.
+    let names: Vec<&str> = batch.environment.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["SLURM_ACCOUNT", "SLURM_EXPORT_ENV", "SLURM_GET_USER_ENV"]
+    );
+    assert_eq!(batch.environment["SLURM_EXPORT_ENV"], "NONE");
     assert_eq!(spec.required_nodes, vec!["n1", "n2"]);
     let (options, _) = parse_args(&["-x", "n[3-1]", "x.sh"]).expect("args parse");
     let err = build_request(options, ScriptSource::Wrap("true".into()), &context()).unwrap_err();
@@ -168,4 +178,72 @@ fn a_malformed_directive_names_its_line_and_token() {
         parse_script_directives("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --time=1-25\n").unwrap_err();
     let text = err.to_string();
     assert!(text.contains("line 3") && text.contains("25"), "{text}");
+}
+
+#[test]
+fn options_sbatch_passes_on_as_variables_reach_the_environment_and_the_record() {
+    let script =
+        "#!/bin/bash\n#SBATCH --mail-type=END\n#SBATCH --mail-type=FAIL\n#SBATCH -c 1\ntrue\n";
+    let directives = parse_script_directives(script).expect("directives parse");
+    let (cli, _) = parse_args(&[
+        "--hint=nomultithread",
+        "-O",
+        "--open-mode=append",
+        "--time-min=10",
+        "--mail-type=BEGIN",
+        "--dependency=afterok:7",
+        "-m",
+        "cyclic",
+        "--export=PATH,FOO=bar",
+    ])
+    .expect("args parse");
+    let options = directives.overridden_by(cli);
+    let (spec, batch) = build_request(
+        options,
+        ScriptSource::File {
+            path: "train.sh".into(),
+            text: script.into(),
+            argv: vec![],
+        },
+        &context(),
+    )
+    .expect("builds");
+    let env = |name: &str| batch.environment.get(name).map(String::as_str);
+    assert_eq!(env("SLURM_HINT"), Some("nomultithread"));
+    assert_eq!(env("SLURM_THREADS_PER_CORE"), Some("1"));
+    assert_eq!(env("SLURM_OVERCOMMIT"), Some("1"));
+    assert_eq!(env("SLURM_OPEN_MODE"), Some("a"));
+    assert_eq!(env("SLURM_JOB_DEPENDENCY"), Some("afterok:7"));
+    assert_eq!(env("SLURM_DISTRIBUTION"), Some("cyclic"));
+    assert_eq!(env("SLURM_EXPORT_ENV"), Some("PATH,FOO=bar"));
+    assert_eq!(env("SLURM_GET_USER_ENV"), Some("1"));
+    assert_eq!(env("PATH"), Some("/usr/bin"));
+    assert_eq!(env("FOO"), Some("bar"));
+    assert_eq!(env("WANDB_PROJECT"), None);
+    // Repeated --mail-type lines and the command line are ORed, as in Slurm.
+    assert_eq!(spec.mail_type.to_string(), "BEGIN,END,FAIL");
+    assert_eq!(
+        spec.time_min,
+        Some(corral_state::slurm::duration::TimeLimit::Seconds(600))
+    );
+    assert!(spec.cpus_per_task_given);
+    assert_eq!(spec.cpus_per_task, 1);
+    assert_eq!(spec.command.as_deref(), Some("/home/alice/llama/train.sh"));
+}
+
+#[test]
+fn a_bad_open_mode_or_mail_type_is_refused() {
+    assert!(parse_args(&["--open-mode=sometimes"]).is_err());
+    assert!(parse_args(&["--mail-type=often"]).is_err());
+}
+
+#[test]
+fn a_script_path_becomes_command_as_sbatch_names_it() {
+    use corral_state::job_request::command_of_script;
+    assert_eq!(
+        command_of_script("train.sh", "/home/a/"),
+        "/home/a/train.sh"
+    );
+    assert_eq!(command_of_script("./train.sh", "/home/a"), "./train.sh");
+    assert_eq!(command_of_script("../jobs/t.sh", "/home/a"), "../jobs/t.sh");
 }

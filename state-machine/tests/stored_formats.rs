@@ -144,3 +144,20 @@ fn a_format1_snapshot_decodes_to_the_same_state() {
         Some(JobState::Completed)
     );
 }
+
+#[test]
+fn a_format2_snapshot_keeps_what_format1_could_not_hold() {
+    let mut state = cluster(2, 8);
+    let mut asked = spec("alice", 1, 1);
+    asked.time_min = Some(TimeLimit::Seconds(600));
+    asked.mail_type = corral_state::slurm::mail::MailTypes::parse("END,FAIL").expect("parses");
+    asked.mail_user = Some("alice@example.org".into());
+    asked.command = Some("/home/alice/train.sh".into());
+    asked.cpus_per_task_given = true;
+    let id = submit(&mut state, asked.clone(), at(5));
+    let bytes = snapshot::encode(&state).expect("encodes");
+    assert_eq!(bytes[8..12], snapshot::FORMAT_VERSION.to_le_bytes());
+    let back = snapshot::decode(&bytes).expect("decodes");
+    assert_eq!(back, state);
+    assert_eq!(back.job(id).map(|j| &j.spec), Some(&asked));
+}

@@ -239,6 +239,7 @@ async fn submit(
         args: extra.to_vec(),
         script_path: script.display().to_string(),
         script_text: std::fs::read_to_string(script)?,
+        command: script.display().to_string(),
         ..super::submit::from_this_shell(workdir)
     };
     let reply = client

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use corral_proto::api::SubmitJobRequest;
+use corral_state::job_request::command_of_script;
 use corral_state::slurm::sbatch::parse_args;
 
 use crate::connection::{Cluster, Retry};
@@ -97,13 +98,20 @@ async fn submit(
         None if options.wrap.is_some() => (String::new(), String::new(), Vec::new()),
         None => (String::new(), read_stdin()?, Vec::new()),
     };
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    // scontrol's Command=: (null) for --wrap and a script on standard input.
+    let command = if script_path.is_empty() {
+        String::new()
+    } else {
+        command_of_script(&script_path, &cwd.display().to_string())
+    };
     let script_path = if script_path.is_empty() && !script_text.is_empty() {
         "sbatch".to_string()
     } else {
         script_path
     };
-    let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let request = SubmitJobRequest {
+        command,
         args: option_args,
         script_path,
         script_text,

@@ -77,9 +77,10 @@ pub fn show_job(
         exit_code_text(current.and_then(|a| a.batch_exit.as_ref()))
     ));
     lines.push(format!(
-        "RunTime={} TimeLimit={}",
+        "RunTime={} TimeLimit={} TimeMin={}",
         sacct_time(job_elapsed_secs(job, now)),
-        format_time_limit(job.time_limit)
+        format_time_limit(job.time_limit),
+        spec.time_min.map_or("N/A".to_string(), format_time_limit)
     ));
     lines.push(format!(
         "SubmitTime={} EligibleTime={}",
@@ -154,6 +155,10 @@ pub fn show_job(
         };
         lines.push(format!("TresPerNode={gpu}"));
     }
+    lines.push(format!(
+        "Command={}",
+        escape_controls(spec.command.as_deref().unwrap_or(NULL))
+    ));
     lines.push(format!("WorkDir={}", escape_controls(&spec.workdir)));
     let stdout = output_path(job, current, spec.stdout.as_deref());
     let stderr = match spec.stderr.as_deref() {
@@ -164,6 +169,14 @@ pub fn show_job(
         "StdErr={stderr} StdIn={} StdOut={stdout}",
         spec.stdin.as_deref().unwrap_or("/dev/null")
     ));
+    // As scontrol: only when mail was asked for, to the submitting user by default.
+    if !spec.mail_type.is_empty() {
+        lines.push(format!(
+            "MailUser={} MailType={}",
+            escape_controls(spec.mail_user.as_deref().unwrap_or(&spec.user)),
+            spec.mail_type
+        ));
+    }
     if let Some(comment) = &spec.comment {
         lines.push(format!("Comment={}", escape_controls(comment)));
     }
@@ -333,7 +346,7 @@ JobId=1 JobName=train
    UserId=alice(1000) GroupId=1000 Account=ml QOS=(null) Nice=0
    JobState=RUNNING Reason=None Dependency=(null)
    Requeue=1 Restarts=1 BatchFlag=1 ExitCode=0:0
-   RunTime=01:00:00 TimeLimit=01:00:00
+   RunTime=01:00:00 TimeLimit=01:00:00 TimeMin=N/A
    SubmitTime=2026-11-21T08:00:00 EligibleTime=2026-11-21T08:15:00
    StartTime=2026-11-21T08:16:40 EndTime=2026-11-21T09:16:40
    Partition=gpu Reservation=(null) AllocNode=login1
@@ -345,6 +358,7 @@ JobId=1 JobName=train
    ReqTRES=cpu=2,mem=0,node=2,gres/gpu=16
    AllocTRES=cpu=2,mem=0,node=2,gres/gpu=16
    TresPerNode=gres/gpu:8
+   Command=(null)
    WorkDir=/home/user
    StdErr=/home/user/slurm-1.out StdIn=/dev/null StdOut=/home/user/slurm-1.out
    Attempt=1 NodeList=n[1-2] GPUs=16 StartTime=2026-11-21T08:01:00 EndTime=2026-11-21T08:15:00 State=REQUEUED ExitCode=0:0 Checkpoint=500@/ckpt/500 Cause=node n2 failed: agent lost
@@ -369,13 +383,16 @@ echo hi
         job.spec.stderr = Some("/tmp/%u.err".into());
         job.spec.comment = Some("sweep lr".into());
         job.spec.features = vec!["ib".into(), "h100".into()];
+        job.spec.time_min = Some(corral_state::slurm::duration::TimeLimit::Seconds(600));
+        job.spec.mail_type = corral_state::slurm::mail::MailTypes::parse("FAIL,END").unwrap();
+        job.spec.command = Some("/home/user/sweep.sh".into());
         let out = show_job(&job, None, None, now());
         let expected = "\
 JobId=5 ArrayJobId=5 ArrayTaskId=1 JobName=sweep
    UserId=alice(1000) GroupId=1000 Account=ml QOS=(null) Nice=0
    JobState=PENDING Reason=Priority Dependency=afterok:3_1?after:4+5
    Requeue=1 Restarts=0 BatchFlag=1 ExitCode=0:0
-   RunTime=00:00:00 TimeLimit=01:00:00
+   RunTime=00:00:00 TimeLimit=01:00:00 TimeMin=00:10:00
    SubmitTime=2026-11-21T08:17:50 EligibleTime=2026-11-21T08:17:50
    StartTime=Unknown EndTime=Unknown
    Partition=gpu Reservation=(null) AllocNode=login1
@@ -387,8 +404,10 @@ JobId=5 ArrayJobId=5 ArrayTaskId=1 JobName=sweep
    ReqTRES=cpu=1,mem=0,node=1,gres/gpu=1
    AllocTRES=(null)
    TresPerNode=gres/gpu:1
+   Command=/home/user/sweep.sh
    WorkDir=/home/user
    StdErr=/tmp/alice.err StdIn=/dev/null StdOut=/home/user/logs/sweep-5_1.out
+   MailUser=alice MailType=END,FAIL
    Comment=sweep lr
    ResumeFrom=(null)
 ";

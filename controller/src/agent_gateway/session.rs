@@ -396,12 +396,23 @@ fn message_for(
             }
             let script = state.script_of(record)?.clone();
             let step_peers = step_peers(state, record, *attempt);
+            let topology = record
+                .attempts
+                .iter()
+                .filter(|a| a.number == *attempt)
+                .flat_map(|a| a.allocation.iter().map(|n| &n.node))
+                .filter_map(|node| {
+                    let address = state.topology().address_of(node)?;
+                    Some((node.clone(), address))
+                })
+                .collect();
             Some(ControllerMessage::Launch(Box::new(Launch {
                 job: record.clone(),
                 attempt: *attempt,
                 script,
                 step_peers,
                 dispatched_by: leader,
+                topology,
             })))
         }
         Instruction::Signal((job, attempt), signal, scope) => Some(ControllerMessage::Signal {

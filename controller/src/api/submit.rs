@@ -125,6 +125,7 @@ fn job_request(
             request.cwd
         },
         environment: request.environment.into_iter().collect(),
+        command: (!request.command.is_empty()).then_some(request.command),
     };
     let (spec, batch) = build_request(options, source, &context).map_err(|e| bad(&e))?;
     Ok((spec, batch, warnings))

@@ -389,6 +389,7 @@ fn allocation_variables(
         checkpoint_dir: &checkpoint_dir,
         base_env: &Default::default(),
         dispatched_by: launch.dispatched_by,
+        topology: launch.topology.get(supervisor.node()),
     });
     // salloc sets it too.
     if let Some(value) = supervisor.working_cluster() {

@@ -112,6 +112,7 @@ pub async fn run_node_share(
             checkpoint_dir: &checkpoint_dir,
             base_env: &launch.env,
             dispatched_by: attempt_launch.dispatched_by,
+            topology: attempt_launch.topology.get(&node),
         };
         let mut env = task_environment(&ctx, &launch.layout, task);
         supervisor.add_agent_vars(&mut env);

@@ -294,6 +294,7 @@ mod tests {
             },
             step_peers: Default::default(),
             dispatched_by: (1, 1),
+            topology: Default::default(),
         })
     }
 

@@ -29,8 +29,8 @@ impl std::fmt::Display for Failed {
     }
 }
 use super::{Supervisor, send};
-use crate::job::environment::{LaunchContext, batch_environment};
-use crate::job::process::{JobProcess, ProcessSpec, output_paths, write_script};
+use crate::job::environment::{LaunchContext, batch_environment, login_vars};
+use crate::job::process::{JobProcess, ProcessSpec, login_account, output_paths, write_script};
 
 impl Supervisor {
     /// Starts the processes of attempt `key` (already in the table, launching)
@@ -137,8 +137,19 @@ impl Supervisor {
             checkpoint_dir: &checkpoint_dir_text,
             base_env: &launch.script.environment,
             dispatched_by: launch.dispatched_by,
+            topology: launch.topology.get(&self.settings.node),
         });
         self.add_agent_vars(&mut env);
+        if login_vars::wants_login_environment(&env) {
+            match login_account(&job.spec.user) {
+                Some(account) => login_vars::add(&mut env, &account),
+                None => tracing::warn!(
+                    job = %job.id,
+                    user = %job.spec.user,
+                    "the job asked for its user's login environment, but this node does not know the user"
+                ),
+            }
+        }
         let program = write_script(
             &self.settings.scripts_dir,
             job.id,

@@ -757,6 +757,7 @@ impl Builder {
             submit_host: "login1".into(),
             cwd: format!("/home/{user}"),
             environment: BTreeMap::new(),
+            command: None,
         };
         let (spec, batch) = build_request(sbatch, ScriptSource::Wrap("true".into()), &context)
             .map_err(|e| e.to_string())?;

@@ -48,6 +48,13 @@ fn dispatch(
             key,
             ..
         } => submit::submit(state, spec, batch, &by, key, now),
+        SubmitFormat1 {
+            spec,
+            batch,
+            by,
+            key,
+            ..
+        } => submit::submit(state, (*spec).into(), batch, &by, key, now),
         Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),

@@ -12,6 +12,7 @@ pub mod error;
 pub mod filename_pattern;
 pub mod gres;
 pub mod hostlist;
+pub mod mail;
 pub mod memory;
 pub mod repeated_counts;
 pub mod sbatch;

@@ -26,6 +26,7 @@ use super::array::{ArraySpec, parse_array};
 use super::dependency::{DependencySpec, parse_dependency};
 use super::duration::{TimeLimit, parse_duration, parse_time_limit};
 use super::gres::{GpuRequest, parse_gpu_count, parse_gres};
+use super::mail::MailTypes;
 use super::memory::parse_memory_mb;
 use super::signal::{SignalSpec, parse_signal_spec};
 
@@ -141,10 +142,16 @@ pub struct SbatchOptions {
     pub exclude: Option<String>,
     /// `--comment`.
     pub comment: Option<String>,
-    /// `--mail-type` (kept for the record; corral sends no mail).
-    pub mail_type: Option<String>,
-    /// `--mail-user` (kept for the record; corral sends no mail).
+    /// `--mail-type`, repeated ones ORed (kept and shown; corral sends no mail).
+    pub mail_type: MailTypes,
+    /// `--mail-user` (kept and shown; corral sends no mail).
     pub mail_user: Option<String>,
+    /// `--time-min` (kept and shown; corral schedules with `--time`).
+    pub time_min: Option<TimeLimit>,
+    /// The variables sbatch itself puts in the job's environment because of an
+    /// option (`--open-mode` sets `SLURM_OPEN_MODE`, `--hint` `SLURM_HINT`,
+    /// `--export` `SLURM_EXPORT_ENV`, ...), whatever `--export` selects.
+    pub slurm_variables: BTreeMap<String, String>,
     /// `--wrap` (command line only): the command to run instead of a script.
     pub wrap: Option<String>,
     /// `--parsable` (command line only).
@@ -198,6 +205,8 @@ impl SbatchOptions {
             comment,
             mail_type,
             mail_user,
+            time_min,
+            slurm_variables,
             wrap,
             parsable,
             test_only,
@@ -242,8 +251,14 @@ impl SbatchOptions {
             nodelist: nodelist.or(self.nodelist),
             exclude: exclude.or(self.exclude),
             comment: comment.or(self.comment),
-            mail_type: mail_type.or(self.mail_type),
+            mail_type: self.mail_type.union(mail_type),
             mail_user: mail_user.or(self.mail_user),
+            time_min: time_min.or(self.time_min),
+            slurm_variables: self
+                .slurm_variables
+                .into_iter()
+                .chain(slurm_variables)
+                .collect(),
             wrap: wrap.or(self.wrap),
             parsable: parsable || self.parsable,
             test_only: test_only || self.test_only,
@@ -425,6 +440,8 @@ enum Flag {
     Hold,
     Parsable,
     TestOnly,
+    /// `-O, --overcommit`: `SLURM_OVERCOMMIT=1`, without effect on placement.
+    Overcommit,
     /// Accepted, without effect here (see [`NO_EFFECT`]).
     NoEffect,
 }
@@ -468,8 +485,19 @@ enum Value {
     MailType,
     MailUser,
     Wrap,
-    /// `--time-min`: checked as a time, without effect here.
+    /// `--time-min`: kept and shown, without effect on scheduling.
     TimeMin,
+    /// `--open-mode`: `SLURM_OPEN_MODE`, without effect on the files.
+    OpenMode,
+    /// `--hint`: `SLURM_HINT` (and `SLURM_THREADS_PER_CORE=1` for
+    /// `nomultithread`), without effect on binding.
+    Hint,
+    /// `--threads-per-core`: `SLURM_THREADS_PER_CORE`.
+    ThreadsPerCore,
+    /// `-m, --distribution`: `SLURM_DISTRIBUTION`.
+    Distribution,
+    /// `--ntasks-per-core`: `SLURM_NTASKS_PER_CORE`.
+    NtasksPerCore,
     /// Accepted, without effect here (see [`NO_EFFECT`]).
     NoEffect,
 }
@@ -576,20 +604,20 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::flag("test-only", None, Flag::TestOnly).command_line_only(),
     OptionDef::value("time-min", None, Value::TimeMin),
     OptionDef::value("wait-all-nodes", None, Value::NoEffect),
-    OptionDef::value("hint", None, Value::NoEffect),
-    OptionDef::flag("overcommit", Some('O'), Flag::NoEffect),
-    OptionDef::value("open-mode", None, Value::NoEffect),
+    OptionDef::value("hint", None, Value::Hint),
+    OptionDef::flag("overcommit", Some('O'), Flag::Overcommit),
+    OptionDef::value("open-mode", None, Value::OpenMode),
     OptionDef::value("kill-on-invalid-dep", None, Value::NoEffect),
-    OptionDef::value("distribution", Some('m'), Value::NoEffect),
+    OptionDef::value("distribution", Some('m'), Value::Distribution),
     OptionDef::value("mem-bind", None, Value::NoEffect),
     OptionDef::value("gpu-bind", None, Value::NoEffect),
     OptionDef::value("gpu-freq", None, Value::NoEffect),
     OptionDef::value("cpu-freq", None, Value::NoEffect),
-    OptionDef::value("ntasks-per-core", None, Value::NoEffect),
+    OptionDef::value("ntasks-per-core", None, Value::NtasksPerCore),
     OptionDef::value("ntasks-per-socket", None, Value::NoEffect),
     OptionDef::value("sockets-per-node", None, Value::NoEffect),
     OptionDef::value("cores-per-socket", None, Value::NoEffect),
-    OptionDef::value("threads-per-core", None, Value::NoEffect),
+    OptionDef::value("threads-per-core", None, Value::ThreadsPerCore),
     OptionDef::optional("propagate", Flag::NoEffect, Value::NoEffect),
     OptionDef::value("profile", None, Value::NoEffect),
     OptionDef::value("acctg-freq", None, Value::NoEffect),
@@ -736,6 +764,12 @@ fn find_long_or_prefix(name: &str) -> Result<&'static OptionDef, FormatError> {
             ),
         )),
     }
+}
+
+/// Records a variable sbatch sets in the job's environment.
+fn set_variable(opts: &mut SbatchOptions, name: &str, value: &str) {
+    opts.slurm_variables
+        .insert(name.to_string(), value.to_string());
 }
 
 /// The warning for an option accepted without effect, by its long name.
@@ -893,6 +927,10 @@ fn apply_flag(opts: &mut SbatchOptions, flag: Flag, long: &str) {
         Flag::Hold => opts.hold = Some(true),
         Flag::Parsable => opts.parsable = true,
         Flag::TestOnly => opts.test_only = true,
+        Flag::Overcommit => {
+            set_variable(opts, "SLURM_OVERCOMMIT", "1");
+            no_effect(opts, long);
+        }
         Flag::NoEffect => no_effect(opts, long),
     }
 }
@@ -923,7 +961,43 @@ fn apply_value(
         Value::MemPerGpu => opts.mem_per_gpu_mb = Some(parse_memory_mb(text)?),
         Value::Time => opts.time_limit = Some(parse_time_limit(text)?),
         Value::TimeMin => {
-            parse_time_limit(text)?;
+            opts.time_min = Some(parse_time_limit(text)?);
+            no_effect(opts, long);
+        }
+        Value::OpenMode => {
+            let mode = match text.as_bytes().first() {
+                Some(b'a' | b'A') => "a",
+                Some(b't' | b'T') => "t",
+                _ => {
+                    return Err(FormatError::new(
+                        FORMAT,
+                        text,
+                        "Invalid --open-mode specification: give append or truncate",
+                    ));
+                }
+            };
+            set_variable(opts, "SLURM_OPEN_MODE", mode);
+            no_effect(opts, long);
+        }
+        Value::Hint => {
+            set_variable(opts, "SLURM_HINT", text);
+            if text.eq_ignore_ascii_case("nomultithread") {
+                set_variable(opts, "SLURM_THREADS_PER_CORE", "1");
+            }
+            no_effect(opts, long);
+        }
+        Value::ThreadsPerCore => {
+            let threads = parse_positive(option, text)?;
+            set_variable(opts, "SLURM_THREADS_PER_CORE", &threads.to_string());
+            no_effect(opts, long);
+        }
+        Value::NtasksPerCore => {
+            let tasks = parse_positive(option, text)?;
+            set_variable(opts, "SLURM_NTASKS_PER_CORE", &tasks.to_string());
+            no_effect(opts, long);
+        }
+        Value::Distribution => {
+            set_variable(opts, "SLURM_DISTRIBUTION", text);
             no_effect(opts, long);
         }
         Value::NoEffect => no_effect(opts, long),
@@ -937,10 +1011,21 @@ fn apply_value(
         Value::GpusPerTask => opts.gpus_per_task = Some(parse_gpu_count(text)?),
         Value::CpusPerGpu => opts.cpus_per_gpu = Some(parse_positive(option, text)?),
         Value::Array => opts.array = Some(parse_array(text, MAX_ARRAY_TASKS)?),
-        Value::Dependency => opts.dependency = Some(parse_dependency(text)?),
+        Value::Dependency => {
+            opts.dependency = Some(parse_dependency(text)?);
+            set_variable(opts, "SLURM_JOB_DEPENDENCY", text);
+        }
         Value::Signal => opts.signal = Some(parse_signal_spec(text)?),
         Value::Exclusive => opts.exclusive = Some(parse_exclusive(text)?),
-        Value::Export => opts.export = Some(parse_export(text)?),
+        Value::Export => {
+            opts.export = Some(parse_export(text)?);
+            // As sbatch: anything but plain ALL is passed on, and asks the
+            // node for the user's login environment.
+            if !text.eq_ignore_ascii_case("ALL") {
+                set_variable(opts, "SLURM_EXPORT_ENV", text);
+                set_variable(opts, "SLURM_GET_USER_ENV", "1");
+            }
+        }
         Value::Nice => opts.nice = Some(parse_nice(text)?),
         Value::Switches => opts.switches = Some(parse_switches(text)?),
         Value::Constraint => opts.constraint = parse_constraint(text)?,
@@ -948,7 +1033,7 @@ fn apply_value(
         Value::Nodelist => opts.nodelist = owned(),
         Value::Exclude => opts.exclude = owned(),
         Value::Comment => opts.comment = owned(),
-        Value::MailType => opts.mail_type = owned(),
+        Value::MailType => opts.mail_type = opts.mail_type.union(MailTypes::parse(text)?),
         Value::MailUser => opts.mail_user = owned(),
         Value::Wrap => opts.wrap = owned(),
     }
@@ -1577,8 +1662,14 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             nodelist: Some("n1".into()),
             exclude: Some("n2".into()),
             comment: Some("c".into()),
-            mail_type: Some("END".into()),
+            mail_type: MailTypes::parse("END").unwrap_or_default(),
             mail_user: Some("me@example.org".into()),
+            time_min: None,
+            slurm_variables: BTreeMap::from([
+                ("SLURM_EXPORT_ENV".to_string(), "NONE".to_string()),
+                ("SLURM_GET_USER_ENV".to_string(), "1".to_string()),
+                ("SLURM_JOB_DEPENDENCY".to_string(), "singleton".to_string()),
+            ]),
             wrap: Some("true".into()),
             parsable: true,
             test_only: true,

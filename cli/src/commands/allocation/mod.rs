@@ -82,6 +82,16 @@ pub async fn create(cluster: &Cluster, request: AllocationRequest) -> anyhow::Re
         args: options,
         script_path: request.command.clone(),
         script_text: holder::script(),
+        // scontrol's Command=: srun's program; salloc's is (null), as Slurm's.
+        command: match program {
+            "srun" => request
+                .command
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        },
         ..super::submit::from_this_shell(&cwd)
     };
     let reply = match cluster

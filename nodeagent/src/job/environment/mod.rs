@@ -26,6 +26,7 @@ mod array_vars;
 mod corral_vars;
 mod job_vars;
 pub mod layout;
+pub mod login_vars;
 mod node_vars;
 mod request_vars;
 mod shape_vars;
@@ -36,6 +37,7 @@ use std::fmt::Display;
 
 use corral_proto::step::StepLayout;
 use corral_state::job::{Attempt, Job};
+use corral_state::topology::TopologyAddress;
 
 use layout::NodeLayout;
 
@@ -56,6 +58,8 @@ pub struct LaunchContext<'a> {
     pub base_env: &'a BTreeMap<String, String>,
     /// The leader that sent the launch: replica id and term.
     pub dispatched_by: (u64, u64),
+    /// Where this node sits in the switch tree; `None` in a flat cluster.
+    pub topology: Option<&'a TopologyAddress>,
 }
 
 /// One task of a step: its rank in the step, on its node, and the node's index.
@@ -142,6 +146,9 @@ const MANAGED: &[&str] = &[
     "SLURM_SUBMIT_DIR",
     "SLURM_SUBMIT_HOST",
     "SLURM_TASKS_PER_NODE",
+    "SLURM_TASK_PID",
+    "SLURM_TOPOLOGY_ADDR",
+    "SLURM_TOPOLOGY_ADDR_PATTERN",
 ];
 
 /// An environment being built.

@@ -4,7 +4,9 @@
 use super::layout::NodeLayout;
 use super::{Env, LaunchContext, NO_GPU_DEVICES, set};
 
-/// Sets `SLURMD_NODENAME`, `HOSTNAME`, the batch process's ranks
+/// Sets `SLURMD_NODENAME`, `HOSTNAME`, `SLURM_TOPOLOGY_ADDR` and its pattern
+/// (the node alone, `node`, in a flat cluster, as Slurm's `topology/none`),
+/// the batch process's ranks
 /// (`SLURM_NODEID`, `SLURM_PROCID`, `SLURM_GTIDS`: the node's index;
 /// `SLURM_LOCALID`: 0),
 /// `SLURM_CPUS_ON_NODE`, and the GPU variables: `CUDA_VISIBLE_DEVICES`,
@@ -14,6 +16,16 @@ use super::{Env, LaunchContext, NO_GPU_DEVICES, set};
 pub(super) fn add(env: &mut Env, ctx: &LaunchContext<'_>, layout: &NodeLayout<'_>) {
     set(env, "SLURMD_NODENAME", ctx.node);
     set(env, "HOSTNAME", ctx.node);
+    match ctx.topology {
+        Some(place) => {
+            set(env, "SLURM_TOPOLOGY_ADDR", &place.address);
+            set(env, "SLURM_TOPOLOGY_ADDR_PATTERN", &place.pattern);
+        }
+        None => {
+            set(env, "SLURM_TOPOLOGY_ADDR", ctx.node);
+            set(env, "SLURM_TOPOLOGY_ADDR_PATTERN", "node");
+        }
+    }
     if let Some(index) = layout.index_of(ctx.node) {
         set(env, "SLURM_NODEID", index);
         set(env, "SLURM_PROCID", index);

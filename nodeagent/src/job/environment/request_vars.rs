@@ -9,11 +9,12 @@ use super::{Env, set};
 
 /// Sets the variables of the options `spec` carries.
 ///
-/// `--cpus-per-task` is stored without saying whether it was given, so
-/// `SLURM_CPUS_PER_TASK` is set when it differs from the default 1. Memory is
-/// in MiB, as Slurm prints it; `--mem=0` (all of each node's memory) sets none.
+/// `SLURM_CPUS_PER_TASK` is set for any `--cpus-per-task`, also 1 (a job
+/// stored before the record said whether it was given gets it when it is not
+/// 1). Memory is in MiB, as Slurm prints it; `--mem=0` (all of each node's
+/// memory) sets none.
 pub(super) fn add(env: &mut Env, spec: &JobSpec) {
-    if spec.cpus_per_task != 1 {
+    if spec.cpus_per_task_given || spec.cpus_per_task != 1 {
         set(env, "SLURM_CPUS_PER_TASK", spec.cpus_per_task);
     }
     if let Some(cpus) = spec.cpus_per_gpu {

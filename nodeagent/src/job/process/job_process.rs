@@ -15,6 +15,7 @@ use nix::unistd::{Pid, geteuid};
 use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
 use super::launch::{command_as, setsid_program};
+use super::task_pid::{script_with_task_pid, with_task_pid};
 use super::{ProcessError, ProcessSpec, TaskIo, TaskSpec};
 use corral_proto::step::TerminalSize;
 
@@ -53,7 +54,9 @@ impl JobProcess {
         check_workdir(&spec.workdir)?;
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
-        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
+        let (program, args) =
+            script_with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let mut command = command_as(&program, &args, spec.user.as_ref(), &spec.env)?;
         command
             .current_dir(&spec.workdir)
             .process_group(0)
@@ -82,7 +85,8 @@ impl JobProcess {
                 Stdio::null()
             }
         };
-        let mut command = command_as(&spec.program, &spec.args, spec.user.as_ref(), &spec.env)?;
+        let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let mut command = command_as(&program, &args, spec.user.as_ref(), &spec.env)?;
         command
             .current_dir(&spec.workdir)
             .process_group(0)
@@ -109,9 +113,10 @@ impl JobProcess {
         size: TerminalSize,
     ) -> Result<(JobProcess, TaskOutput), ProcessError> {
         let setsid = setsid_program().ok_or(ProcessError::SetsidMissing)?;
-        let mut args: Vec<std::ffi::OsString> =
-            vec!["--ctty".into(), spec.program.clone().into_os_string()];
-        args.extend(spec.args.iter().map(Into::into));
+        let (program, program_args) =
+            with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let mut args: Vec<std::ffi::OsString> = vec!["--ctty".into(), program.into_os_string()];
+        args.extend(program_args);
         let mut command = command_as(&setsid, &args, spec.user.as_ref(), &spec.env)?;
         let winsize = nix::pty::Winsize {
             ws_row: size.rows,

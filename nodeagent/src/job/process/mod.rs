@@ -15,6 +15,7 @@ mod launch;
 mod output_paths;
 mod proc_table;
 mod script;
+mod task_pid;
 mod usage;
 mod user;
 
@@ -30,7 +31,7 @@ pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::output_paths;
 pub use script::write_script;
 pub use usage::{GroupUsage, usage_of_groups};
-pub use user::{RunAs, resolve_user, run_as_for_job, supplementary_groups};
+pub use user::{RunAs, login_account, resolve_user, run_as_for_job, supplementary_groups};
 
 /// What to run, where, with what, and as whom.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -85,3 +85,18 @@ pub fn supplementary_groups(user: &RunAs) -> Result<Vec<u32>, ProcessError> {
     groups.dedup();
     Ok(groups)
 }
+
+/// What a login gives `name` on this node (`HOME`, `SHELL`, `PATH`), for a
+/// job that asked for its login environment; `None` when the node does not
+/// know the user.
+pub fn login_account(name: &str) -> Option<crate::job::environment::login_vars::LoginAccount> {
+    use crate::job::environment::login_vars::{LoginAccount, login_path};
+    let user = User::from_name(name).ok().flatten()?;
+    let defs = std::fs::read_to_string("/etc/login.defs").ok();
+    Some(LoginAccount {
+        user: name.to_string(),
+        home: user.dir.display().to_string(),
+        shell: user.shell.display().to_string(),
+        path: login_path(defs.as_deref(), user.uid.is_root()),
+    })
+}
