@@ -23,8 +23,9 @@ pub struct SrunArgs {
     /// Run on these nodes of the allocation (a hostlist, e.g. gpu[01-02]).
     #[arg(short = 'w', long, value_name = "HOSTLIST")]
     pub nodelist: Option<String>,
-    /// Task distribution: only `block` (Slurm's default).
-    #[arg(short = 'm', long, value_name = "block")]
+    /// How ranks are dealt to nodes: `block` (Slurm's default) or `cyclic`
+    /// (default: $SLURM_DISTRIBUTION).
+    #[arg(short = 'm', long, value_name = "block|cyclic")]
     pub distribution: Option<String>,
     /// Prefix each output line with its task's rank.
     #[arg(short = 'l', long)]
@@ -51,11 +52,12 @@ pub struct SrunArgs {
     /// a file on this host (to every task).
     #[arg(short = 'i', long, value_name = "all|none|TASK|FILE")]
     pub input: Option<String>,
-    /// Per-task output files are not supported: srun streams the tasks' output.
-    #[arg(short = 'o', long, value_name = "FILE")]
+    /// Each task's output to this file on its node instead of srun's output
+    /// (%t task, %n node index, %N node, %s step, %j job, %J job.step, %u, %x, %%).
+    #[arg(short = 'o', long, value_name = "PATTERN")]
     pub output: Option<String>,
-    /// Per-task error files are not supported: srun streams the tasks' output.
-    #[arg(short = 'e', long, value_name = "FILE")]
+    /// Each task's error output to this file (default: with -o, the output's file).
+    #[arg(short = 'e', long, value_name = "PATTERN")]
     pub error: Option<String>,
     /// Only `none`: corral provides no PMI; launchers that rendezvous through
     /// the environment (torchrun, mpirun with SLURM_* variables) work.
@@ -152,8 +154,9 @@ pub struct AcceptedOptions {
     /// Ignored: a step's tasks see all of the job's GPUs on their node.
     #[arg(long, value_name = "LIST")]
     pub gres: Option<String>,
-    /// Ignored: a step's tasks see all of the job's GPUs on their node.
-    #[arg(long, value_name = "N")]
+    /// Each task sees only N of the job's GPUs on its node (default: the job's
+    /// --gpus-per-task; without, every task sees them all).
+    #[arg(long, value_name = "[TYPE:]N")]
     pub gpus_per_task: Option<String>,
     /// Ignored: a step's tasks see all of the job's GPUs on their node.
     #[arg(short = 'G', long, value_name = "N")]
@@ -265,7 +268,6 @@ impl SrunArgs {
         }
         let gpus = "a step's tasks see all of the job's GPUs on their node";
         note(a.gres.is_some(), "--gres", gpus);
-        note(a.gpus_per_task.is_some(), "--gpus-per-task", gpus);
         note(a.gpus.is_some(), "--gpus", gpus);
         note(a.mem.is_some(), "--mem", "a step uses its job's memory");
         note(

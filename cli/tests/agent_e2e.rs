@@ -108,6 +108,70 @@ fn a_gang_job_runs_with_slurms_environment() {
     );
 }
 
+#[test]
+fn a_batch_script_gets_what_its_options_pass_on_and_show_job_keeps_them() {
+    let cluster = LocalCluster::start_with_agents(3, 1);
+    let dir = cluster.dir.path();
+    let path = script(
+        dir,
+        "opts.sh",
+        "#!/bin/bash\n#SBATCH --mail-type=END\n#SBATCH --mail-type=FAIL\n#SBATCH -c 1\n\
+         #SBATCH --hint=nomultithread\n#SBATCH --open-mode=append\n#SBATCH --export=NONE\n\
+         #SBATCH --time=10 --time-min=5\n#SBATCH --output=opts-%j.out\necho PID=$$\nenv | sort\n",
+    );
+    let (id, _) = submit_and_complete(&cluster, &path);
+    let out = read_output(dir, &format!("opts-{id}.out"));
+    for expected in [
+        "SLURM_CPUS_PER_TASK=1",
+        "SLURM_HINT=nomultithread",
+        "SLURM_THREADS_PER_CORE=1",
+        "SLURM_OPEN_MODE=a",
+        "SLURM_EXPORT_ENV=NONE",
+        "SLURM_GET_USER_ENV=1",
+        // `corral local up` puts the nodes under leaf switches and a spine.
+        "SLURM_TOPOLOGY_ADDR=spine.leaf1.gpu01",
+        "SLURM_TOPOLOGY_ADDR_PATTERN=switch.switch.node",
+    ] {
+        assert!(
+            out.contains(&format!("{expected}\n")),
+            "missing {expected} in:\n{out}"
+        );
+    }
+    // The script's own pid, as slurmstepd gives it.
+    let pid = out.lines().find_map(|l| l.strip_prefix("PID=")).unwrap();
+    assert!(out.contains(&format!("SLURM_TASK_PID={pid}\n")), "{out}");
+    // --export=NONE: a login's variables, not the submitting shell's.
+    assert!(out.contains("\nHOME=") && out.contains("\nPATH="), "{out}");
+    let (shell_only, _) = std::env::vars()
+        .find(|(name, _)| {
+            !name.starts_with("SLURM_")
+                && !name.starts_with("CORRAL_")
+                && ![
+                    "HOME", "PATH", "SHELL", "USER", "LOGNAME", "TMPDIR", "PWD", "SHLVL", "_",
+                ]
+                .contains(&name.as_str())
+        })
+        .expect("the test runs with some variable of its own");
+    assert!(
+        !out.contains(&format!("\n{shell_only}=")),
+        "{shell_only} leaked:\n{out}"
+    );
+    let shown = cluster.ok(&support::me(), &["show", "job", &id]);
+    let user = shown
+        .split("UserId=")
+        .nth(1)
+        .and_then(|rest| rest.split('(').next())
+        .unwrap();
+    for expected in [
+        "TimeLimit=00:10:00 TimeMin=00:05:00",
+        &format!("Command={}", path.display()),
+        // The submitting user unless --mail-user was given.
+        &format!("MailUser={user} MailType=END,FAIL"),
+    ] {
+        assert!(shown.contains(expected), "missing {expected} in:\n{shown}");
+    }
+}
+
 /// A training job that resumes from the step in `CORRAL_RESUME_FROM` and
 /// checkpoints every 5 steps.
 fn training_script(dir: &Path) -> std::path::PathBuf {
@@ -585,6 +649,10 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
             "echo \"third=$?\"\n",
             "srun no-such-program-corral-test\n",
             "echo \"fourth=$?\"\n",
+            "srun -l -m cyclic --ntasks-per-node=2 bash -c 'echo \"cyclic rank=$SLURM_PROCID node=$SLURMD_NODENAME gtids=$SLURM_GTIDS\"'\n",
+            "srun -l -N1 -n4 --gpus-per-task=2 bash -c 'echo \"bound rank=$SLURM_PROCID gpus=$CUDA_VISIBLE_DEVICES\"'\n",
+            "srun --ntasks-per-node=1 -o 'task-%t-%N.out' bash -c 'echo \"to file $SLURM_PROCID\"; echo \"err $SLURM_PROCID\" >&2'\n",
+            "echo \"fifth=$?\"\n",
         ),
     );
     let (id, job) = submit_and_complete(&cluster, &path);
@@ -623,6 +691,31 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
         out.contains("no-such-program-corral-test"),
         "the failed start is explained:\n{out}"
     );
+    // -m cyclic: ranks dealt to the nodes in turn, as Slurm's.
+    for (rank, node, gtids) in [
+        (0, first, "0,2"),
+        (1, second, "1,3"),
+        (2, first, "0,2"),
+        (3, second, "1,3"),
+    ] {
+        let line = format!("{rank}: cyclic rank={rank} node={node} gtids={gtids}\n");
+        assert!(out.contains(&line), "missing {line:?} in:\n{out}");
+    }
+    // --gpus-per-task: each task its own GPUs of the node.
+    for (rank, gpus) in [(0, "0,1"), (1, "2,3"), (2, "4,5"), (3, "6,7")] {
+        let line = format!("{rank}: bound rank={rank} gpus={gpus}\n");
+        assert!(out.contains(&line), "missing {line:?} in:\n{out}");
+    }
+    // -o: each task's output and errors in its own file on its node.
+    assert!(out.contains("fifth=0\n"), "{out}");
+    assert!(
+        !out.contains("to file"),
+        "per-task output reached srun:\n{out}"
+    );
+    for (rank, node) in [(0, first), (1, second)] {
+        let file = read_output(dir, &format!("task-{rank}-{node}.out"));
+        assert_eq!(file, format!("to file {rank}\nerr {rank}\n"), "task {rank}");
+    }
 }
 
 /// Whether process `pid` still runs (a zombie or a vanished process does not).

@@ -53,7 +53,21 @@ fn sprio_and_sshare_show_what_the_scheduler_weighs() {
     let (small, big) = (small.trim(), big.trim());
 
     // Every pending job, by id, its weighted factors summing to squeue's %Q.
-    let out = ok(&cluster, "sprio", &["-l"]);
+    // The running blocker's first usage charge halves the fair-share factor at
+    // a tick; read sprio on both sides of squeue so that both saw one state.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (out, queue) = loop {
+        let before = ok(&cluster, "sprio", &["-l"]);
+        let queue = ok(&cluster, "squeue", &["-h", "-t", "PD", "-o", "%i %Q"]);
+        let after = ok(&cluster, "sprio", &["-l"]);
+        if before == after {
+            break (after, queue);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "priorities never settled:\n{before}\n{after}"
+        );
+    };
     let mut lines = out.lines();
     assert_eq!(
         lines.next().unwrap(),
@@ -62,7 +76,6 @@ fn sprio_and_sshare_show_what_the_scheduler_weighs() {
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
     let ids: Vec<&str> = rows.iter().map(|r| r[0]).collect();
     assert_eq!(ids, [small, big], "{out}");
-    let queue = ok(&cluster, "squeue", &["-h", "-t", "PD", "-o", "%i %Q"]);
     for row in &rows {
         let factors: i64 = row[4..11].iter().map(|v| v.parse::<i64>().unwrap()).sum();
         let priority: i64 = row[3].parse().unwrap();

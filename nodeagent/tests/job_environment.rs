@@ -424,10 +424,12 @@ fn step_tasks_get_their_ranks_and_the_steps_layout() {
     let batch_env = batch_environment(&ctx);
     // NODEID (1), NTASKS and NPROCS (8) already agree with the batch script's.
     let expected_changes = env(&[
+        ("SLURM_DISTRIBUTION", "block"),
         ("SLURM_GTIDS", "4,5,6,7"),
         ("SLURM_LOCALID", "1"),
         ("SLURM_PROCID", "5"),
         ("SLURM_STEPID", "0"),
+        ("SLURM_STEP_GPUS", "0,1"),
         ("SLURM_STEP_ID", "0"),
         ("SLURM_STEP_NODELIST", "n[1-2]"),
         ("SLURM_STEP_NUM_NODES", "2"),
@@ -444,6 +446,67 @@ fn step_tasks_get_their_ranks_and_the_steps_layout() {
     assert_eq!(out["SLURM_NTASKS"], "8");
     assert_eq!(out["SLURM_TASKS_PER_NODE"], "4(x2)");
     assert_eq!(out["CUDA_VISIBLE_DEVICES"], "0,1");
+}
+
+#[test]
+fn a_cyclic_step_deals_ranks_round_by_round_as_slurm_does() {
+    let (state, id) = gang();
+    let job = state.job(id).unwrap();
+    let attempt = job.current_attempt().unwrap();
+    let mut step = block_layout(job, attempt, 4, 0);
+    step.distribution = corral_proto::step::TaskDistribution::Cyclic;
+    // Slurm 22.05, `srun -l -m cyclic` with 2 tasks on each of n1 and n2:
+    // n1 runs ranks 0 and 2, n2 ranks 1 and 3, and SLURM_GTIDS says so.
+    let on_n2 = placements(&step, "n2");
+    assert_eq!(
+        on_n2
+            .iter()
+            .map(|t| (t.procid, t.localid, t.nodeid))
+            .collect::<Vec<_>>(),
+        vec![(1, 0, 1), (3, 1, 1)]
+    );
+    let base = base_env();
+    let out = task_environment(&context(job, attempt, "n2", &base), &step, on_n2[1]);
+    assert_eq!(out["SLURM_PROCID"], "3");
+    assert_eq!(out["SLURM_LOCALID"], "1");
+    assert_eq!(out["SLURM_GTIDS"], "1,3");
+    assert_eq!(out["SLURM_DISTRIBUTION"], "cyclic");
+}
+
+#[test]
+fn gpus_per_task_binds_each_task_to_its_own_gpus() {
+    let (state, id) = gang();
+    let job = state.job(id).unwrap();
+    let attempt = job.current_attempt().unwrap();
+    // n1's job GPUs are 2 and 3 (a filler job holds 0 and 1).
+    let mut step = block_layout(job, attempt, 4, 0);
+    step.gpus_per_task = Some(1);
+    let base = base_env();
+    let ctx = context(job, attempt, "n1", &base);
+    let tasks = placements(&step, "n1");
+    let seen: Vec<(String, String, String)> = tasks
+        .iter()
+        .map(|t| {
+            let out = task_environment(&ctx, &step, *t);
+            (
+                out["CUDA_VISIBLE_DEVICES"].clone(),
+                out["SLURM_STEP_GPUS"].clone(),
+                out["SLURMD_TRES_BIND"].clone(),
+            )
+        })
+        .collect();
+    // As Slurm 22.05 with --gpus-per-task=1: CUDA_VISIBLE_DEVICES=0 for task 0,
+    // 1 for task 1, ... of the node's job GPUs.
+    assert_eq!(
+        seen,
+        vec![
+            ("2".into(), "2".into(), "gpu:per_task:1".into()),
+            ("3".into(), "3".into(), "gpu:per_task:1".into()),
+        ]
+    );
+    let out = task_environment(&ctx, &step, tasks[1]);
+    assert_eq!(out["GPU_DEVICE_ORDINAL"], "3");
+    assert_eq!(out["SLURM_JOB_GPUS"], "2,3", "the job's GPUs stay listed");
 }
 
 #[test]

@@ -44,6 +44,10 @@ pub struct StepShapeRequest {
     pub cpus_per_task: Option<u32>,
     /// `-w/--nodelist`: these nodes of the allocation (all of them must be).
     pub nodelist: Option<Vec<String>>,
+    /// `-m/--distribution`.
+    pub distribution: TaskDistribution,
+    /// `--gpus-per-task` (the job's when `None`).
+    pub gpus_per_task: Option<u32>,
 }
 
 /// `srun` → its node's agent: run a step.
@@ -69,6 +73,20 @@ pub struct SrunRequest {
     /// `--pty`: task 0 runs on a pseudo-terminal of this size (its input
     /// and output are the terminal's), the other tasks' output is dropped.
     pub pty: Option<TerminalSize>,
+    /// `-o/--output` and `-e/--error`: per-task files instead of `srun`'s own
+    /// output.
+    pub files: TaskFiles,
+}
+
+/// `srun -o/-e`: filename patterns (`%t %n %N %s %j %J %u %x %%`) of the
+/// files each task writes on its node, instead of sending its output to
+/// `srun`. `stderr` without `stdout` goes to `srun`'s output as usual.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFiles {
+    /// `-o/--output`.
+    pub stdout: Option<String>,
+    /// `-e/--error` (standard output's file when `None` and `-o` is given).
+    pub stderr: Option<String>,
 }
 
 /// A terminal's size in characters.
@@ -166,8 +184,29 @@ pub enum StepControl {
     Resize(TerminalSize),
 }
 
-/// How a step is laid out: its nodes, in `SLURM_JOB_NODELIST` order, and the
-/// number of tasks on each (their ranks are consecutive, node after node).
+/// How a step's ranks are dealt to its nodes (`-m/--distribution`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskDistribution {
+    /// Consecutive ranks, node after node (Slurm's default).
+    #[default]
+    Block,
+    /// One rank to each node in turn, round after round.
+    Cyclic,
+}
+
+impl TaskDistribution {
+    /// `SLURM_DISTRIBUTION`'s value.
+    pub fn slurm_name(self) -> &'static str {
+        match self {
+            TaskDistribution::Block => "block",
+            TaskDistribution::Cyclic => "cyclic",
+        }
+    }
+}
+
+/// How a step is laid out: its nodes, in `SLURM_JOB_NODELIST` order, the
+/// number of tasks on each, how ranks are dealt to them, and the GPUs each
+/// task is bound to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepLayout {
     /// The step's number within the job (0, 1, ...).
@@ -176,6 +215,12 @@ pub struct StepLayout {
     pub nodes: Vec<String>,
     /// Tasks on each node.
     pub tasks: Vec<u32>,
+    /// How ranks are dealt to the nodes.
+    pub distribution: TaskDistribution,
+    /// `--gpus-per-task`: each task sees only its own GPUs of its node (the
+    /// task of local rank L the node's job GPUs L*N to L*N+N-1); `None`: every
+    /// task sees all of them.
+    pub gpus_per_task: Option<u32>,
 }
 
 /// Most tasks one step may have (Slurm's own limit is lower in practice).
@@ -189,15 +234,37 @@ impl StepLayout {
             .fold(0u32, |sum, t| sum.saturating_add(*t))
     }
 
-    /// The rank of `node`'s first task and its index, when it runs tasks.
-    pub fn first_rank_on(&self, node: &str) -> Option<(u32, u32)> {
+    /// The ranks of `node`'s tasks in local-rank order, and the node's index,
+    /// when it runs tasks: consecutive under block distribution (`4,5,6,7`),
+    /// one per round under cyclic (`1,3,5`).
+    pub fn ranks_on(&self, node: &str) -> Option<(Vec<u32>, u32)> {
         let index = self.nodes.iter().position(|n| n == node)?;
-        let first = self
-            .tasks
-            .get(..index)?
-            .iter()
-            .fold(0u32, |sum, t| sum.saturating_add(*t));
-        Some((first, u32::try_from(index).ok()?))
+        let count = *self.tasks.get(index)?;
+        let nodeid = u32::try_from(index).ok()?;
+        let ranks = match self.distribution {
+            TaskDistribution::Block => {
+                let first = self.tasks[..index]
+                    .iter()
+                    .fold(0u32, |sum, t| sum.saturating_add(*t));
+                (0..count)
+                    .map(|local| first.saturating_add(local))
+                    .collect()
+            }
+            // The k-th task here is dealt after k full rounds (each node gives
+            // min(its tasks, k)) and, in round k, after the nodes before it that
+            // still have a task then.
+            TaskDistribution::Cyclic => (0..count)
+                .map(|k| {
+                    let rounds = self
+                        .tasks
+                        .iter()
+                        .fold(0u32, |sum, t| sum.saturating_add((*t).min(k)));
+                    let earlier = self.tasks[..index].iter().filter(|t| **t > k).count();
+                    rounds.saturating_add(u32::try_from(earlier).unwrap_or(u32::MAX))
+                })
+                .collect(),
+        };
+        Some((ranks, nodeid))
     }
 
     /// Refuses a layout that does not make sense (it may come from another
@@ -249,6 +316,8 @@ pub struct StepLaunch {
     pub input: StepInput,
     /// Task 0 on a pseudo-terminal of this size (`srun --pty`).
     pub pty: Option<TerminalSize>,
+    /// Per-task output files (`srun -o/-e`).
+    pub files: TaskFiles,
 }
 
 /// Which output a chunk came from.
@@ -395,7 +464,24 @@ mod tests {
             step: 0,
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             tasks: tasks.to_vec(),
+            distribution: TaskDistribution::Block,
+            gpus_per_task: None,
         }
+    }
+
+    #[test]
+    fn ranks_are_dealt_by_block_or_round_by_round() {
+        let mut uneven = layout(&["a", "b", "c"], &[3, 1, 2]);
+        let ranks = |l: &StepLayout, n: &str| l.ranks_on(n).map(|(r, _)| r);
+        assert_eq!(ranks(&uneven, "a"), Some(vec![0, 1, 2]));
+        assert_eq!(ranks(&uneven, "c"), Some(vec![4, 5]));
+        uneven.distribution = TaskDistribution::Cyclic;
+        // Rounds: a0 b1 c2 | a3 c4 | a5.
+        assert_eq!(ranks(&uneven, "a"), Some(vec![0, 3, 5]));
+        assert_eq!(ranks(&uneven, "b"), Some(vec![1]));
+        assert_eq!(ranks(&uneven, "c"), Some(vec![2, 4]));
+        assert_eq!(uneven.ranks_on("c").map(|(_, id)| id), Some(2));
+        assert_eq!(ranks(&uneven, "d"), None);
     }
 
     #[test]
@@ -412,9 +498,9 @@ mod tests {
             assert!(bad.check().is_err(), "{bad:?}");
             // Even unchecked, looking at it does not panic.
             let _ = bad.ntasks();
-            let _ = bad.first_rank_on("b");
+            let _ = bad.ranks_on("b");
         }
         assert_eq!(layout(&["a", "b"], &[u32::MAX, 2]).ntasks(), u32::MAX);
-        assert_eq!(layout(&["a", "b", "c"], &[2]).first_rank_on("c"), None);
+        assert_eq!(layout(&["a", "b", "c"], &[2]).ranks_on("c"), None);
     }
 }

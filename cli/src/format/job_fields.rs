@@ -143,6 +143,7 @@ pub fn output_path(job: &Job, current: Option<&Attempt>, pattern: Option<&str>) 
         node: current.and_then(Attempt::batch_host).unwrap_or(""),
         node_id: 0,
         task_id: 0,
+        step: None,
     };
     let path = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
     if path.starts_with('/') {

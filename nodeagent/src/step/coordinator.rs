@@ -544,18 +544,9 @@ where
 
 /// Whether the step's input reaches a task on `node`.
 fn reads_input(step: &StepLaunch, node: &str) -> bool {
-    let Some((first, _)) = step.layout.first_rank_on(node) else {
-        return false;
-    };
-    let count = step
-        .layout
-        .nodes
-        .iter()
-        .position(|n| n == node)
-        .and_then(|i| step.layout.tasks.get(i))
-        .copied()
-        .unwrap_or(0);
-    (first..first.saturating_add(count)).any(|rank| step.input.reaches(rank))
+    step.layout
+        .ranks_on(node)
+        .is_some_and(|(ranks, _)| ranks.into_iter().any(|rank| step.input.reaches(rank)))
 }
 
 /// Where the other nodes' agents take steps: node → address.
@@ -657,6 +648,7 @@ fn plan(
         workdir: request.workdir.clone(),
         input: request.input,
         pty: request.pty,
+        files: request.files.clone(),
     };
     Ok((step, routes))
 }

@@ -5,7 +5,11 @@
 //! (all of them by default; among those `-w` names, when given). With `--ntasks-per-node=K` each node runs K tasks
 //! (the last ones fewer when `-n` says so); otherwise `-n` tasks (one per node
 //! by default) are placed by Slurm's block distribution, and a step with fewer
-//! tasks than nodes shrinks to as many nodes as tasks, as `srun` does.
+//! tasks than nodes shrinks to as many nodes as tasks, as `srun` does. `-m
+//! cyclic` changes which ranks each node runs, not how many.
+//!
+//! With `--gpus-per-task=N` (the step's, else the job's) each task gets N of
+//! its node's job GPUs: a node must hold N for each of its tasks.
 
 use corral_proto::step::{StepLayout, StepShapeRequest};
 use corral_state::job::{Attempt, Job, NodeAllocation};
@@ -36,6 +40,22 @@ pub enum StepShapeError {
     /// `-n 0` or `--ntasks-per-node=0`.
     #[error("a step needs at least one task; give -n and --ntasks-per-node values of 1 or more")]
     NoTasks,
+    /// `--gpus-per-task` asks for more GPUs on a node than the job holds there.
+    #[error(
+        "--gpus-per-task={per_task} with {tasks} task(s) on {node} needs {needed} GPUs, and the job holds {held} there; lower -n or --gpus-per-task"
+    )]
+    NotEnoughGpus {
+        /// The node.
+        node: String,
+        /// Its tasks.
+        tasks: u32,
+        /// GPUs per task.
+        per_task: u32,
+        /// GPUs needed.
+        needed: u64,
+        /// GPUs the job holds there.
+        held: usize,
+    },
     /// `-n` is more than `--ntasks-per-node` times the nodes.
     #[error(
         "-n {ntasks} with --ntasks-per-node={per_node} on {nodes} node(s) leaves tasks without a node; raise -N or --ntasks-per-node, or lower -n"
@@ -118,16 +138,40 @@ pub fn plan_step(
             block_distribution(ntasks, &capacity)
         }
     };
-    let (names, tasks) = candidates
+    let placed: Vec<(&NodeAllocation, u32)> = candidates
         .iter()
+        .copied()
         .zip(counts)
         .filter(|(_, count)| *count > 0)
+        .collect();
+    let gpus_per_task = request
+        .gpus_per_task
+        .or(job.spec.gpus_per_task.as_ref().map(|g| g.count))
+        .filter(|n| *n > 0);
+    if let Some(per_task) = gpus_per_task {
+        for (allocation, tasks) in &placed {
+            let needed = u64::from(*tasks) * u64::from(per_task);
+            if needed > allocation.gpus.len() as u64 {
+                return Err(StepShapeError::NotEnoughGpus {
+                    node: allocation.node.clone(),
+                    tasks: *tasks,
+                    per_task,
+                    needed,
+                    held: allocation.gpus.len(),
+                });
+            }
+        }
+    }
+    let (names, tasks) = placed
+        .into_iter()
         .map(|(allocation, count)| (allocation.node.clone(), count))
         .unzip();
     Ok(StepLayout {
         step,
         nodes: names,
         tasks,
+        distribution: request.distribution,
+        gpus_per_task,
     })
 }
 
@@ -190,6 +234,41 @@ mod tests {
                 per_node: 4,
                 nodes: 1
             })
+        );
+    }
+
+    #[test]
+    fn gpus_per_task_must_fit_the_gpus_the_job_holds_on_each_node() {
+        let job = two_node_job();
+        let attempt = job.current_attempt().expect("attempt");
+        let request = |per_task, per_node| StepShapeRequest {
+            ntasks_per_node: Some(per_node),
+            gpus_per_task: Some(per_task),
+            distribution: corral_proto::step::TaskDistribution::Cyclic,
+            ..StepShapeRequest::default()
+        };
+        let step = plan_step(&job, attempt, &request(2, 4), 0).expect("8 GPUs hold 4 x 2");
+        assert_eq!(step.gpus_per_task, Some(2));
+        assert_eq!(
+            step.distribution,
+            corral_proto::step::TaskDistribution::Cyclic
+        );
+        let refused = plan_step(&job, attempt, &request(3, 4), 0).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                StepShapeError::NotEnoughGpus {
+                    needed: 12,
+                    held: 8,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        // Without the option, the job's own --gpus-per-task (none here).
+        assert_eq!(
+            plan(&job, None, None, None).expect("layout").gpus_per_task,
+            None
         );
     }
 

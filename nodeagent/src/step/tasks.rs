@@ -10,10 +10,10 @@
 //! agent did).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_proto::step::{OutputStream, StepEvent, StepLaunch, TerminalSize};
+use corral_proto::step::{OutputStream, StepEvent, StepLaunch, TaskFiles, TerminalSize};
 use corral_state::job::ExitStatus;
 use corral_state::slurm::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -22,7 +22,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::environment::layout::placements;
 use crate::job::environment::{LaunchContext, task_environment};
-use crate::job::process::{JobProcess, TaskIo, TaskOutput, TaskSpec};
+use crate::job::process::{JobProcess, TaskIo, TaskOutput, TaskSpec, task_output_paths};
 use crate::supervisor::{AttemptKey, Supervisor, TaskId};
 
 /// Between SIGTERM and SIGKILL when a step is aborted.
@@ -125,9 +125,22 @@ pub async fn run_node_share(
             io: match launch.pty {
                 Some(size) if task.procid == 0 => TaskIo::Terminal(size),
                 Some(_) => TaskIo::Discarded,
-                None => TaskIo::Pipes {
+                None if launch.files == TaskFiles::default() => TaskIo::Pipes {
                     input: launch.input.reaches(task.procid),
                 },
+                None => {
+                    let (stdout, stderr) = task_output_paths(
+                        job,
+                        &launch.files,
+                        (&node, launch.layout.step, task.procid),
+                        Path::new(&launch.workdir),
+                    );
+                    TaskIo::Files {
+                        stdout,
+                        stderr,
+                        input: launch.input.reaches(task.procid),
+                    }
+                }
             },
         };
         if !supervisor.begin_task(key) {

@@ -1,7 +1,8 @@
 //! Output and error filename patterns: `%j %A %a %x %u %N %n %t %%`, with optional
 //! zero-padding widths (`%4a`) and `\\` disabling substitution, as sbatch does.
 //!
-//! Also accepted, for the batch step: `%J` (`<job id>.batch`) and `%s` (`batch`).
+//! Also accepted: `%s`, the step (`batch` for the batch script, the step's
+//! number for an `srun` step), and `%J` (`<job id>.<step>`).
 //! A width of at most [`MAX_WIDTH`] digits may stand between `%` and the letter;
 //! it zero-pads the numeric fields and is ignored on the others.
 
@@ -38,6 +39,8 @@ pub struct PatternValues<'a> {
     pub node_id: u32,
     /// `%t`: the task's rank.
     pub task_id: u32,
+    /// `%s`: the `srun` step's number; `None` for the batch script.
+    pub step: Option<u32>,
 }
 
 /// Substitutes `values` into `pattern`.
@@ -133,15 +136,23 @@ impl Directive {
             Field::JobStep => {
                 push_padded(out, values.job_id, width);
                 out.push('.');
-                out.push_str(BATCH_STEP);
+                push_step(out, values.step, width);
             }
-            Field::StepId => out.push_str(BATCH_STEP),
+            Field::StepId => push_step(out, values.step, width),
             Field::JobName => out.push_str(values.job_name),
             Field::User => out.push_str(values.user),
             Field::Node => out.push_str(values.node),
             Field::NodeId => push_padded(out, u64::from(values.node_id), width),
             Field::TaskId => push_padded(out, u64::from(values.task_id), width),
         }
+    }
+}
+
+/// Appends the step: its number, zero-padded, or `batch`.
+fn push_step(out: &mut String, step: Option<u32>, width: usize) {
+    match step {
+        Some(step) => push_padded(out, u64::from(step), width),
+        None => out.push_str(BATCH_STEP),
     }
 }
 
@@ -205,6 +216,7 @@ mod tests {
             node: "gpu-node001",
             node_id: 2,
             task_id: 5,
+            step: None,
         }
     }
 

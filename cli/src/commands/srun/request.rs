@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use corral_proto::step::{SrunRequest, StepInput, StepShapeRequest, TerminalSize};
+use corral_proto::step::{
+    SrunRequest, StepInput, StepShapeRequest, TaskDistribution, TaskFiles, TerminalSize,
+};
 use corral_state::ids::JobId;
 use corral_state::slurm::hostlist;
 
@@ -22,19 +24,6 @@ pub fn build(
     {
         return Err(format!(
             "--mpi={mpi}: corral provides no PMI; use --mpi=none with a launcher that rendezvous through the environment (torchrun, or mpirun reading SLURM_* variables)"
-        ));
-    }
-    if args.output.is_some() || args.error.is_some() {
-        return Err(
-            "-o/--output and -e/--error (per-task files) are not supported: srun streams the tasks' output; redirect srun's own output in the script instead"
-                .into(),
-        );
-    }
-    if let Some(distribution) = &args.distribution
-        && distribution.split([':', ',']).next() != Some("block")
-    {
-        return Err(format!(
-            "--distribution={distribution}: corral lays steps out by block only; drop the option or use block"
         ));
     }
     let job = match args.jobid {
@@ -59,11 +48,56 @@ pub fn build(
         argv: args.command.clone(),
         env: exported(&args.export, env)?,
         workdir: args.chdir.clone().unwrap_or_else(|| cwd.to_string()),
-        shape: shape(args, env)?,
+        shape: StepShapeRequest {
+            distribution: distribution(args, env)?,
+            gpus_per_task: gpus_per_task(args)?,
+            ..shape(args, env)?
+        },
         input,
         // srun fills in its terminal's size.
         pty: args.allocation.pty.then(TerminalSize::default),
+        files: TaskFiles {
+            stdout: args.output.clone(),
+            stderr: args.error.clone(),
+        },
     })
+}
+
+/// `-m/--distribution` (or `SLURM_DISTRIBUTION`, which sbatch's `-m` sets):
+/// its first level, `block` or `cyclic` (`*` is the default, block); a second
+/// level (`block:cyclic`) places tasks on sockets, which corral does not do.
+fn distribution(
+    args: &SrunArgs,
+    env: &BTreeMap<String, String>,
+) -> Result<TaskDistribution, String> {
+    let Some(text) = args
+        .distribution
+        .as_deref()
+        .or(env.get("SLURM_DISTRIBUTION").map(String::as_str))
+    else {
+        return Ok(TaskDistribution::Block);
+    };
+    match text.split([':', ',']).next().unwrap_or_default() {
+        "block" | "*" | "" => Ok(TaskDistribution::Block),
+        "cyclic" => Ok(TaskDistribution::Cyclic),
+        _ => Err(format!(
+            "--distribution={text}: corral deals tasks to nodes by block or cyclic only (not plane or arbitrary); use -m block or -m cyclic"
+        )),
+    }
+}
+
+/// `--gpus-per-task=[TYPE:]N`: the step's own; the job's applies without it.
+fn gpus_per_task(args: &SrunArgs) -> Result<Option<u32>, String> {
+    let Some(text) = args.accepted.gpus_per_task.as_deref() else {
+        return Ok(None);
+    };
+    let count = text.rsplit(':').next().unwrap_or(text);
+    count
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(Some)
+        .ok_or_else(|| format!("--gpus-per-task={text}: give a GPU count such as 1 or a100:1"))
 }
 
 /// Where the tasks' input comes from, for `--input`.
@@ -124,6 +158,7 @@ fn shape(args: &SrunArgs, env: &BTreeMap<String, String>) -> Result<StepShapeReq
             ntasks_per_node: args.ntasks_per_node,
             cpus_per_task: args.cpus_per_task,
             nodelist,
+            ..StepShapeRequest::default()
         });
     }
     Ok(StepShapeRequest {
@@ -132,6 +167,7 @@ fn shape(args: &SrunArgs, env: &BTreeMap<String, String>) -> Result<StepShapeReq
         ntasks_per_node: number("SLURM_NTASKS_PER_NODE")?,
         cpus_per_task: args.cpus_per_task,
         nodelist: None,
+        ..StepShapeRequest::default()
     })
 }
 
@@ -208,6 +244,7 @@ mod tests {
                 ntasks_per_node: Some(4),
                 cpus_per_task: None,
                 nodelist: None,
+                ..StepShapeRequest::default()
             }
         );
         assert_eq!(request.env, vars);
@@ -221,6 +258,7 @@ mod tests {
                 ntasks_per_node: None,
                 cpus_per_task: None,
                 nodelist: None,
+                ..StepShapeRequest::default()
             }
         );
     }
@@ -251,17 +289,27 @@ mod tests {
             request.shape.ntasks, None,
             "-w replaces the inherited task count"
         );
+        let files = build(&args(&["-o", "out-%t", "-e", "err-%t", "x"]), &vars, "/")
+            .expect("request")
+            .files;
+        assert_eq!(files.stdout.as_deref(), Some("out-%t"));
+        assert_eq!(files.stderr.as_deref(), Some("err-%t"));
+        let cyclic = build(&args(&["-m", "cyclic", "x"]), &vars, "/").expect("request");
+        assert_eq!(cyclic.shape.distribution, TaskDistribution::Cyclic);
+        let block = build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").expect("request");
+        assert_eq!(block.shape.distribution, TaskDistribution::Block);
         assert!(
-            build(&args(&["-o", "out-%t", "x"]), &vars, "/")
+            build(&args(&["-m", "plane=4", "x"]), &vars, "/")
                 .unwrap_err()
-                .contains("streams")
+                .contains("block or cyclic")
         );
-        assert!(
-            build(&args(&["-m", "cyclic", "x"]), &vars, "/")
-                .unwrap_err()
-                .contains("block")
-        );
-        assert!(build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").is_ok());
+        // sbatch -m cyclic reaches srun through the batch environment.
+        let inherited = env(&[("SLURM_JOB_ID", "1"), ("SLURM_DISTRIBUTION", "cyclic")]);
+        let request = build(&args(&["x"]), &inherited, "/").expect("request");
+        assert_eq!(request.shape.distribution, TaskDistribution::Cyclic);
+        let bound = build(&args(&["--gpus-per-task=a100:2", "x"]), &vars, "/").expect("request");
+        assert_eq!(bound.shape.gpus_per_task, Some(2));
+        assert!(build(&args(&["--gpus-per-task=some", "x"]), &vars, "/").is_err());
         let quiet = args(&["--gres=gpu:8", "--exclusive", "-u", "x"]);
         assert_eq!(quiet.ignored(true).len(), 1, "{:?}", quiet.ignored(true));
     }

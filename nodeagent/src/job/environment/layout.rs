@@ -9,7 +9,7 @@
 //! consecutive ranks. So 5 tasks on two 3-CPU nodes are `3,2`, and 2 tasks on
 //! two 1-CPU nodes are `1(x2)`.
 
-use corral_proto::step::StepLayout;
+use corral_proto::step::{StepLayout, TaskDistribution};
 use corral_state::job::{Attempt, Job, NodeAllocation};
 use corral_state::slurm::hostlist;
 
@@ -143,20 +143,26 @@ pub fn block_layout(job: &Job, attempt: &Attempt, ntasks: u32, step: u32) -> Ste
         .filter(|(_, count)| *count > 0)
         .map(|(allocation, count)| (allocation.node.clone(), count))
         .unzip();
-    StepLayout { step, nodes, tasks }
+    StepLayout {
+        step,
+        nodes,
+        tasks,
+        distribution: TaskDistribution::Block,
+        gpus_per_task: None,
+    }
 }
 
-/// The tasks of `step` that run on `node`: consecutive ranks, node after node.
-/// Empty when `node` gets no task.
+/// The tasks of `step` that run on `node`, in local-rank order, their ranks
+/// dealt as the step's distribution says. Empty when `node` gets no task.
 pub fn placements(step: &StepLayout, node: &str) -> Vec<TaskPlacement> {
-    let Some((first, nodeid)) = step.first_rank_on(node) else {
+    let Some((ranks, nodeid)) = step.ranks_on(node) else {
         return Vec::new();
     };
     let ntasks = step.ntasks();
-    let count = step.tasks.get(nodeid as usize).copied().unwrap_or(0);
-    (0..count)
-        .map(|localid| TaskPlacement {
-            procid: first + localid,
+    (0u32..)
+        .zip(ranks)
+        .map(|(localid, procid)| TaskPlacement {
+            procid,
             localid,
             nodeid,
             ntasks,

@@ -81,6 +81,7 @@ pub const NO_GPU_DEVICES: &str = "NoDevFiles";
 /// Every variable this module may set. They are removed from the base
 /// environment first, so only this job's values (or none) remain.
 const MANAGED: &[&str] = &[
+    // Not SLURM_DISTRIBUTION: sbatch's -m sets it in the job's environment.
     "CORRAL_AGENT_ID",
     "CORRAL_ATTEMPT",
     "CORRAL_CHECKPOINT_DIR",
@@ -92,6 +93,7 @@ const MANAGED: &[&str] = &[
     "GPU_DEVICE_ORDINAL",
     "HOSTNAME",
     "SLURMD_NODENAME",
+    "SLURMD_TRES_BIND",
     "SLURM_ARRAY_JOB_ID",
     "SLURM_ARRAY_TASK_COUNT",
     "SLURM_ARRAY_TASK_ID",
@@ -138,6 +140,7 @@ const MANAGED: &[&str] = &[
     "SLURM_PROCID",
     "SLURM_RESTART_COUNT",
     "SLURM_STEPID",
+    "SLURM_STEP_GPUS",
     "SLURM_STEP_ID",
     "SLURM_STEP_NODELIST",
     "SLURM_STEP_NUM_NODES",
@@ -238,6 +241,10 @@ pub fn task_environment(
     task: TaskPlacement,
 ) -> BTreeMap<String, String> {
     let mut env = batch_environment(ctx);
-    step_vars::add(&mut env, step, task);
+    let node_gpus = NodeLayout::of(ctx.attempt)
+        .allocation(ctx.node)
+        .map(|a| a.gpus.clone())
+        .unwrap_or_default();
+    step_vars::add(&mut env, step, task, &node_gpus);
     env
 }

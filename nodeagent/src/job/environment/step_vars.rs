@@ -1,19 +1,29 @@
-//! What a task of a step sees beyond the batch environment: its ranks, and the
-//! step's number, size and layout as `srun` sets them.
+//! What a task of a step sees beyond the batch environment: its ranks, the
+//! step's number, size, layout and distribution as `srun` sets them, and the
+//! GPUs it is bound to.
+//!
+//! GPUs: every task sees the job's GPUs on its node (`SLURM_STEP_GPUS` lists
+//! them too), unless the step has `--gpus-per-task=N`, which in Slurm 22.05
+//! implies `--gpu-bind=per_task:N`: the task of local rank L then sees the
+//! node's job GPUs L*N to L*N+N-1 (ascending), as `CUDA_VISIBLE_DEVICES`,
+//! `GPU_DEVICE_ORDINAL` and `SLURM_STEP_GPUS`, with
+//! `SLURMD_TRES_BIND=gpu:per_task:N`.
 
 use corral_proto::step::StepLayout;
 use corral_state::slurm::hostlist;
 use corral_state::slurm::repeated_counts::compress_counts;
 
-use super::{Env, TaskPlacement, set};
+use super::{Env, NO_GPU_DEVICES, TaskPlacement, set};
 
 /// Sets the task's `SLURM_PROCID`, `SLURM_LOCALID` and `SLURM_NODEID` (its
 /// node's index among the step's nodes), the step's `SLURM_STEP_ID` /
 /// `SLURM_STEPID`, `SLURM_NTASKS` / `SLURM_NPROCS` / `SLURM_STEP_NUM_TASKS`,
 /// `SLURM_STEP_NODELIST`, `SLURM_STEP_NUM_NODES` and `SLURM_NNODES`,
 /// `SLURM_GTIDS` (the global ranks on this node), and
-/// `SLURM_TASKS_PER_NODE` / `SLURM_STEP_TASKS_PER_NODE`.
-pub(super) fn add(env: &mut Env, step: &StepLayout, task: TaskPlacement) {
+/// `SLURM_TASKS_PER_NODE` / `SLURM_STEP_TASKS_PER_NODE`, `SLURM_DISTRIBUTION`,
+/// and the GPU variables (see the module docs); `node_gpus` are the job's
+/// GPUs on the task's node.
+pub(super) fn add(env: &mut Env, step: &StepLayout, task: TaskPlacement, node_gpus: &[u32]) {
     set(env, "SLURM_PROCID", task.procid);
     set(env, "SLURM_LOCALID", task.localid);
     set(env, "SLURM_NODEID", task.nodeid);
@@ -26,12 +36,51 @@ pub(super) fn add(env: &mut Env, step: &StepLayout, task: TaskPlacement) {
     set(env, "SLURM_STEP_NODELIST", hostlist::compress(&nodes));
     set(env, "SLURM_STEP_NUM_NODES", nodes.len());
     set(env, "SLURM_NNODES", nodes.len());
-    // The global ranks of the step's tasks on this node: 3,4,5.
-    let on_node = step.tasks.get(task.nodeid as usize).copied().unwrap_or(0);
-    let first = task.procid.saturating_sub(task.localid);
-    let gtids: Vec<String> = (0..on_node).map(|i| (first + i).to_string()).collect();
+    // The global ranks of the step's tasks on this node: 3,4,5 (block) or
+    // 1,3,5 (cyclic).
+    let gtids: Vec<String> = step
+        .nodes
+        .get(task.nodeid as usize)
+        .and_then(|node| step.ranks_on(node))
+        .map(|(ranks, _)| ranks.iter().map(u32::to_string).collect())
+        .unwrap_or_default();
     set(env, "SLURM_GTIDS", gtids.join(","));
     let tasks_per_node = compress_counts(&step.tasks);
     set(env, "SLURM_TASKS_PER_NODE", &tasks_per_node);
     set(env, "SLURM_STEP_TASKS_PER_NODE", &tasks_per_node);
+    set(env, "SLURM_DISTRIBUTION", step.distribution.slurm_name());
+    add_gpus(env, step, task, node_gpus);
+}
+
+/// The GPUs the task sees (see the module docs).
+fn add_gpus(env: &mut Env, step: &StepLayout, task: TaskPlacement, node_gpus: &[u32]) {
+    let mut gpus = node_gpus.to_vec();
+    gpus.sort_unstable();
+    gpus.dedup();
+    if let Some(per_task) = step.gpus_per_task.filter(|n| *n > 0) {
+        let first = task.localid.saturating_mul(per_task) as usize;
+        let last = first.saturating_add(per_task as usize).min(gpus.len());
+        gpus = gpus
+            .get(first..last)
+            .map(<[u32]>::to_vec)
+            .unwrap_or_default();
+        set(env, "SLURMD_TRES_BIND", format!("gpu:per_task:{per_task}"));
+    }
+    if gpus.is_empty() {
+        if step.gpus_per_task.is_some() {
+            set(env, "CUDA_VISIBLE_DEVICES", NO_GPU_DEVICES);
+            env.remove("GPU_DEVICE_ORDINAL");
+        }
+        return;
+    }
+    let list = gpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    set(env, "SLURM_STEP_GPUS", &list);
+    if step.gpus_per_task.is_some() {
+        set(env, "CUDA_VISIBLE_DEVICES", &list);
+        set(env, "GPU_DEVICE_ORDINAL", &list);
+    }
 }

@@ -1,6 +1,7 @@
 //! A spawned job: the leader process of its own process group, which the agent
 //! signals as a whole and waits for.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -72,17 +73,18 @@ impl JobProcess {
     /// or nothing.
     pub fn spawn_task(spec: &TaskSpec) -> Result<(JobProcess, TaskOutput), ProcessError> {
         check_workdir(&spec.workdir)?;
-        let (stdin, output) = match spec.io {
-            TaskIo::Terminal(size) => return Self::spawn_on_terminal(spec, size),
-            TaskIo::Pipes { input: true } => (Stdio::piped(), true),
-            TaskIo::Pipes { input: false } => (Stdio::null(), true),
-            TaskIo::Discarded => (Stdio::null(), false),
-        };
-        let out = || {
-            if output {
-                Stdio::piped()
-            } else {
-                Stdio::null()
+        let input = |reads: bool| if reads { Stdio::piped() } else { Stdio::null() };
+        let (stdin, stdout, stderr) = match &spec.io {
+            TaskIo::Terminal(size) => return Self::spawn_on_terminal(spec, *size),
+            TaskIo::Pipes { input: reads } => (input(*reads), Stdio::piped(), Stdio::piped()),
+            TaskIo::Discarded => (Stdio::null(), Stdio::null(), Stdio::null()),
+            TaskIo::Files {
+                stdout,
+                stderr,
+                input: reads,
+            } => {
+                let (out, err) = open_task_files(spec, stdout.as_deref(), stderr.as_deref())?;
+                (input(*reads), out, err)
             }
         };
         let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
@@ -91,8 +93,8 @@ impl JobProcess {
             .current_dir(&spec.workdir)
             .process_group(0)
             .stdin(stdin)
-            .stdout(out())
-            .stderr(out());
+            .stdout(stdout)
+            .stderr(stderr);
         let mut process = Self::start(command, &spec.program, &spec.workdir)?;
         let output = TaskOutput {
             stdin: process.child.stdin.take(),
@@ -234,6 +236,38 @@ impl JobProcess {
 
 /// How often a spawn refused with "text file busy" is tried again.
 const BUSY_RETRIES: u32 = 20;
+
+/// `srun -o/-e`'s files for a task, opened as a batch script's are (as the
+/// user, appended to): standard error follows standard output's file unless
+/// it has its own, and a stream without a file goes to a pipe.
+fn open_task_files(
+    spec: &TaskSpec,
+    stdout: Option<&Path>,
+    stderr: Option<&Path>,
+) -> Result<(Stdio, Stdio), ProcessError> {
+    let null = Path::new("/dev/null");
+    let files = ProcessSpec {
+        program: spec.program.clone(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+        workdir: spec.workdir.clone(),
+        stdout: stdout.unwrap_or(null).to_path_buf(),
+        stderr: stderr.or(stdout).unwrap_or(null).to_path_buf(),
+        stdin: None,
+        user: spec.user.clone(),
+    };
+    let switch_user = spec.user.is_some() && geteuid().is_root();
+    let opened = open_stdio(&files, switch_user)?;
+    let out = match stdout {
+        Some(_) => opened.stdout,
+        None => Stdio::piped(),
+    };
+    let err = match stderr.or(stdout) {
+        Some(_) => opened.stderr,
+        None => Stdio::piped(),
+    };
+    Ok((out, err))
+}
 
 /// Spawns `command`, trying again a few times (a few ms apart, about a second in
 /// all) while the kernel answers ETXTBSY: a script written moments ago is still

@@ -28,7 +28,7 @@ pub use error::ProcessError;
 pub use escaped::{AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes};
 pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
-pub use output_paths::output_paths;
+pub use output_paths::{output_paths, task_output_paths};
 pub use script::write_script;
 pub use usage::{GroupUsage, usage_of_groups};
 pub use user::{RunAs, login_account, resolve_user, run_as_for_job, supplementary_groups};
@@ -74,7 +74,7 @@ pub struct TaskSpec {
 }
 
 /// How a task's input and output are connected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskIo {
     /// Output to pipes the agent reads; input from a pipe the agent writes
     /// (`srun`'s input) when `input`, else `/dev/null`.
@@ -87,4 +87,14 @@ pub enum TaskIo {
     Terminal(TerminalSize),
     /// `/dev/null` for all three (`srun --pty`'s other tasks, as in Slurm).
     Discarded,
+    /// Output to files opened as a batch script's are (`srun -o/-e`), each
+    /// stream without a file to a pipe the agent reads; input as for `Pipes`.
+    Files {
+        /// Standard output's file.
+        stdout: Option<PathBuf>,
+        /// Standard error's file.
+        stderr: Option<PathBuf>,
+        /// Whether the task reads `srun`'s input.
+        input: bool,
+    },
 }

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use corral_proto::step::TaskFiles;
 use corral_state::job::Job;
 use corral_state::slurm::filename_pattern::{PatternValues, expand_pattern};
 
@@ -41,10 +42,47 @@ pub fn output_paths(job: &Job, node: &str, workdir: &Path) -> (PathBuf, PathBuf)
         node,
         node_id,
         task_id: 0,
+        step: None,
     };
     let path = |pattern: &str| {
         let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
         workdir.join(expanded)
     };
     (path(stdout_pattern), path(stderr_pattern))
+}
+
+/// The files a task of `srun -o/-e` writes on `node` (`%t` its rank, `%s` the
+/// step, `%n` the node's index in the attempt), relative patterns taken from
+/// `workdir`; `None` for a stream that goes to `srun`. A pattern that does not
+/// expand is used as written.
+pub fn task_output_paths(
+    job: &Job,
+    files: &TaskFiles,
+    (node, step, task): (&str, u32, u32),
+    workdir: &Path,
+) -> (Option<PathBuf>, Option<PathBuf>) {
+    let node_id = job
+        .current_attempt()
+        .and_then(|attempt| NodeLayout::of(attempt).index_of(node))
+        .and_then(|index| u32::try_from(index).ok())
+        .unwrap_or(0);
+    let values = PatternValues {
+        job_id: job.id.0,
+        array_job_id: job.array.map(|t| t.array_job_id.0),
+        array_task_id: job.array.map(|t| t.task_id),
+        job_name: &job.spec.name,
+        user: &job.spec.user,
+        node,
+        node_id,
+        task_id: task,
+        step: Some(step),
+    };
+    let path = |pattern: &String| {
+        let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.clone());
+        workdir.join(expanded)
+    };
+    (
+        files.stdout.as_ref().map(path),
+        files.stderr.as_ref().map(path),
+    )
 }
