@@ -716,6 +716,36 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
         let file = read_output(dir, &format!("task-{rank}-{node}.out"));
         assert_eq!(file, format!("to file {rank}\nerr {rank}\n"), "task {rank}");
     }
+    // sacct shows each step as its own row, as Slurm's.
+    let expected = format!(
+        "{id}|steps.sh|COMPLETED|0:0\n{id}.batch|batch|COMPLETED|0:0\n\
+         {id}.0|bash|COMPLETED|0:0\n{id}.1|bash|FAILED|3:0\n{id}.2|bash|FAILED|5:0\n\
+         {id}.3|no-such-program-corral-test|FAILED|2:0\n{id}.4|bash|COMPLETED|0:0\n\
+         {id}.5|bash|COMPLETED|0:0\n{id}.6|bash|COMPLETED|0:0\n"
+    );
+    let sacct = || {
+        let out = support::slurm_link(
+            &cluster,
+            "sacct",
+            &support::me(),
+            &[
+                "-j",
+                &id,
+                "-P",
+                "-n",
+                "--format=JobID,JobName,State,ExitCode",
+            ],
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The last step's end may commit just after the job's.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut shown = sacct();
+    while shown != expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        shown = sacct();
+    }
+    assert_eq!(shown, expected);
 }
 
 /// Whether process `pid` still runs (a zombie or a vanished process does not).

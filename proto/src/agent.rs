@@ -169,6 +169,34 @@ pub enum AgentReport {
         /// How long after SIGKILL, seconds.
         after_s: u64,
     },
+    /// An `srun` step this agent coordinates started (sacct's `N.S` row).
+    StepStarted {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The step's number.
+        step: u32,
+        /// The program.
+        name: String,
+        /// Its nodes.
+        nodes: Vec<String>,
+        /// Its tasks.
+        ntasks: u32,
+        /// The CPUs its tasks hold.
+        cpus: u32,
+    },
+    /// That step ended.
+    StepEnded {
+        /// The job.
+        job: JobId,
+        /// The attempt.
+        attempt: AttemptNumber,
+        /// The step's number.
+        step: u32,
+        /// Its worst task's status.
+        status: ExitStatus,
+    },
 }
 
 /// Controller → agent.

@@ -444,6 +444,45 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+    /// An `srun` step started in the attempt (reported by the agent that
+    /// coordinates it). A step already recorded, or one past
+    /// [`crate::job::MAX_STEP_RECORDS`], changes nothing.
+    StepStarted {
+        /// The job.
+        job: JobId,
+        /// The attempt (must be the live one).
+        attempt: AttemptNumber,
+        /// The reporting node (must be in the attempt's allocation).
+        node: String,
+        /// The step's number.
+        step: u32,
+        /// The program.
+        name: String,
+        /// The step's nodes.
+        nodes: Vec<String>,
+        /// Its tasks.
+        ntasks: u32,
+        /// The CPUs its tasks hold.
+        cpus: u32,
+        /// Leader time.
+        at: Timestamp,
+    },
+    /// A recorded `srun` step ended; one not recorded, or already ended,
+    /// changes nothing.
+    StepEnded {
+        /// The job.
+        job: JobId,
+        /// The attempt it ran in.
+        attempt: AttemptNumber,
+        /// The reporting node.
+        node: String,
+        /// The step's number.
+        step: u32,
+        /// Its worst task's status.
+        status: ExitStatus,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -471,7 +510,9 @@ macro_rules! time_slot {
             | DrainGpu { at, .. }
             | DefineNodes { at, .. }
             | ApplicationXid { at, .. }
-            | AttemptLost { at, .. } => Some(at),
+            | AttemptLost { at, .. }
+            | StepStarted { at, .. }
+            | StepEnded { at, .. } => Some(at),
             Hold { .. }
             | ResumeNode { .. }
             | ResumeGpu { .. }

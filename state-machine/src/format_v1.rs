@@ -227,6 +227,7 @@ impl From<JobV1> for Job {
             requeue_count,
             last_checkpoint,
             ended_at,
+            steps: Vec::new(),
         }
     }
 }

@@ -64,6 +64,19 @@ fn check_indices(state: &ClusterState) -> Result<(), String> {
 
 /// Attempt numbering, liveness and gang wholeness for one job.
 fn check_job(job: &Job) -> Result<(), String> {
+    if job.steps.len() > crate::job::MAX_STEP_RECORDS {
+        return Err(format!("job {} records {} steps", job.id, job.steps.len()));
+    }
+    if let Some(step) = job
+        .steps
+        .iter()
+        .find(|s| !job.attempts.iter().any(|a| a.number == s.attempt))
+    {
+        return Err(format!(
+            "job {} records step {} of attempt {}, which it never had",
+            job.id, step.step, step.attempt
+        ));
+    }
     let id = job.id;
     for (i, attempt) in job.attempts.iter().enumerate() {
         if attempt.number != i as AttemptNumber + 1 {

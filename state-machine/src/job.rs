@@ -610,6 +610,36 @@ pub struct Job {
     pub last_checkpoint: Option<Checkpoint>,
     /// When it reached a terminal state.
     pub ended_at: Option<Timestamp>,
+    /// Its `srun` steps, oldest first, at most [`MAX_STEP_RECORDS`] (sacct's
+    /// `N.0`, `N.1`, ... rows).
+    #[serde(default)]
+    pub steps: Vec<StepRecord>,
+}
+
+/// How many `srun` steps a job's record keeps; later ones run, unrecorded.
+pub const MAX_STEP_RECORDS: usize = 512;
+
+/// One `srun` step, as the agent that coordinated it reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The attempt it ran in.
+    pub attempt: AttemptNumber,
+    /// Its number within the attempt (`SLURM_STEP_ID`).
+    pub step: u32,
+    /// The program it ran (sacct's JobName of a step).
+    pub name: String,
+    /// Its nodes.
+    pub nodes: Vec<String>,
+    /// Its tasks.
+    pub ntasks: u32,
+    /// The CPUs its tasks hold.
+    pub cpus: u32,
+    /// When it started (leader time of the report).
+    pub started_at: Timestamp,
+    /// When it ended, once reported.
+    pub ended_at: Option<Timestamp>,
+    /// Its worst task's status, once ended.
+    pub exit: Option<ExitStatus>,
 }
 
 impl Job {

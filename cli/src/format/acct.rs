@@ -1,7 +1,8 @@
 //! `corral acct` (and `sacct`): job records as sacct prints them, in Slurm's
 //! `print_fields` layout (see [`super::print_fields`]).
-//! Under each job come its batch step (`N.batch`) unless `-X`, and with
-//! `--attempts` (sacct's `--duplicates`) one row per attempt (`N#A`).
+//! Under each job come its batch step (`N.batch`) and its newest attempt's
+//! `srun` steps (`N.0`, `N.1`, ...) unless `-X`, and with `--attempts`
+//! (sacct's `--duplicates`) one row per attempt (`N#A`).
 
 use corral_state::job::{Job, JobState};
 
@@ -100,6 +101,12 @@ pub fn acct_table(jobs: &[Job], ctx: &AcctContext, opts: &AcctOptions) -> String
         }
         if let (false, Some(attempt)) = (opts.allocations, started) {
             rows.push(AcctRow::Batch(job, attempt));
+            rows.extend(
+                job.steps
+                    .iter()
+                    .filter(|s| s.attempt == attempt.number)
+                    .map(|s| AcctRow::Step(job, attempt, s)),
+            );
         }
         for r in rows {
             let cells: Vec<(Option<String>, i32)> = opts
@@ -164,6 +171,58 @@ JobID                     JobName  Partition    AllocGRES                       
 3                   long-name-job        gpu                                                              00:00:00    PENDING 
 ";
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn srun_steps_follow_the_batch_step_as_sacct_prints_them() {
+        let mut job = jobs(&scenario())[1].clone();
+        let attempt = job.current_attempt().unwrap().number;
+        let node = job.current_attempt().unwrap().allocation[0].node.clone();
+        let started = job.current_attempt().unwrap().started_at;
+        job.steps = vec![
+            corral_state::job::StepRecord {
+                attempt,
+                step: 0,
+                name: "python".into(),
+                nodes: vec![node.clone()],
+                ntasks: 4,
+                cpus: 4,
+                started_at: started,
+                ended_at: Some(started.plus_secs(90)),
+                exit: Some(corral_state::job::ExitStatus {
+                    code: 3,
+                    signal: None,
+                }),
+            },
+            corral_state::job::StepRecord {
+                attempt: attempt + 1,
+                step: 0,
+                name: "of-another-attempt".into(),
+                nodes: vec![node],
+                ntasks: 1,
+                cpus: 1,
+                started_at: started,
+                ended_at: None,
+                exit: None,
+            },
+        ];
+        let opts = AcctOptions {
+            columns: parse_fields("JobID,JobName,NTasks,AllocCPUS,Elapsed,State,ExitCode").unwrap(),
+            allocations: false,
+            layout: Layout::Parsable {
+                delimiter: "|".into(),
+                trailing: false,
+            },
+            ..AcctOptions::default()
+        };
+        let out = acct_table(&[job], &ctx(), &opts);
+        assert_eq!(
+            out,
+            "JobID|JobName|NTasks|AllocCPUS|Elapsed|State|ExitCode\n\
+             2|eval||1|00:20:00|COMPLETED|0:0\n\
+             2.batch|batch|1|1|00:20:00|COMPLETED|0:0\n\
+             2.0|python|4|4|00:01:30|FAILED|3:0\n"
+        );
     }
 
     #[test]

@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 
 use corral_state::Timestamp;
-use corral_state::job::{Attempt, Job, JobState};
+use corral_state::job::{Attempt, Job, JobState, StepRecord};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::memory::format_memory_mb;
 
+use super::acct_step_fields::step_value;
 use super::datetime::format_timestamp;
 use super::elapsed::{attempt_elapsed_secs, job_elapsed_secs, sacct_time};
 use super::job_fields::{
@@ -233,6 +234,8 @@ pub enum AcctRow<'a> {
     Batch(&'a Job, &'a Attempt),
     /// One attempt (corral's `N#A`, sacct's `--duplicates`).
     Attempt(&'a Job, &'a Attempt),
+    /// An `srun` step of the job's newest attempt (`N.0`).
+    Step(&'a Job, &'a Attempt, &'a StepRecord),
 }
 
 /// What values need besides the row.
@@ -249,10 +252,10 @@ fn waiting(job: &Job) -> bool {
 }
 
 /// The attempt a row's figures come from.
-fn attempt_of<'a>(row: AcctRow<'a>) -> Option<&'a Attempt> {
+fn attempt_of<'a>(row: Record<'a>) -> Option<&'a Attempt> {
     match row {
-        AcctRow::Job(job) => job.current_attempt().filter(|_| !waiting(job)),
-        AcctRow::Batch(_, attempt) | AcctRow::Attempt(_, attempt) => Some(attempt),
+        Record::Job(job) => job.current_attempt().filter(|_| !waiting(job)),
+        Record::Batch(_, attempt) | Record::Attempt(_, attempt) => Some(attempt),
     }
 }
 
@@ -271,7 +274,8 @@ fn batch_state(job: &Job, attempt: &Attempt) -> JobState {
     }
 }
 
-fn tres(cpus: u64, memory_mb: u64, nodes: u64, gpus: u64) -> String {
+/// AllocTRES/ReqTRES text: `billing=C,cpu=C[,gres/gpu=G][,mem=M],node=N`.
+pub fn tres(cpus: u64, memory_mb: u64, nodes: u64, gpus: u64) -> String {
     let mut text = format!("billing={cpus},cpu={cpus}");
     if gpus > 0 {
         text.push_str(&format!(",gres/gpu={gpus}"));
@@ -286,14 +290,33 @@ fn tres(cpus: u64, memory_mb: u64, nodes: u64, gpus: u64) -> String {
 
 /// The value of `field` in `row`; `None` where sacct leaves the cell blank.
 pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<String> {
+    let record = match row {
+        AcctRow::Job(job) => Record::Job(job),
+        AcctRow::Batch(job, attempt) => Record::Batch(job, attempt),
+        AcctRow::Attempt(job, attempt) => Record::Attempt(job, attempt),
+        AcctRow::Step(job, attempt, step) => return step_value(field, (job, attempt, step), ctx),
+    };
+    record_value(field, record, ctx)
+}
+
+/// A row about the job or its attempts (a step's row has its own fields:
+/// [`step_value`]).
+#[derive(Debug, Clone, Copy)]
+enum Record<'a> {
+    Job(&'a Job),
+    Batch(&'a Job, &'a Attempt),
+    Attempt(&'a Job, &'a Attempt),
+}
+
+fn record_value(field: AcctField, row: Record<'_>, ctx: &AcctContext) -> Option<String> {
     let (job, step) = match row {
-        AcctRow::Job(job) | AcctRow::Attempt(job, _) => (job, false),
-        AcctRow::Batch(job, _) => (job, true),
+        Record::Job(job) | Record::Attempt(job, _) => (job, false),
+        Record::Batch(job, _) => (job, true),
     };
     let attempt = attempt_of(row);
     let elapsed = match row {
-        AcctRow::Job(job) => job_elapsed_secs(job, ctx.now),
-        AcctRow::Batch(_, a) | AcctRow::Attempt(_, a) => attempt_elapsed_secs(a, ctx.now),
+        Record::Job(job) => job_elapsed_secs(job, ctx.now),
+        Record::Batch(_, a) | Record::Attempt(_, a) => attempt_elapsed_secs(a, ctx.now),
     };
     let job_only = |text: String| if step { None } else { Some(text) };
     let r = &job.resources;
@@ -307,7 +330,7 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
         },
         F::AllocNodes | F::NNodes => {
             let nodes = match (row, attempt) {
-                (AcctRow::Batch(..), _) => 1,
+                (Record::Batch(..), _) => 1,
                 (_, Some(a)) => a.allocation.len() as u64,
                 (_, None) if field == F::NNodes => u64::from(r.nodes),
                 (_, None) => 0,
@@ -318,7 +341,7 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
             let a = attempt?;
             let memory = a.allocation.iter().map(|n| n.memory_mb).sum();
             match row {
-                AcctRow::Batch(..) => {
+                Record::Batch(..) => {
                     let first = a.allocation.first()?;
                     tres(
                         u64::from(first.cpus),
@@ -339,20 +362,20 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
         F::ElapsedRaw => elapsed.to_string(),
         F::Eligible => job_only(format_timestamp(job.eligible_since))?,
         F::End => match row {
-            AcctRow::Job(job) if job.ended_at.is_some() => {
+            Record::Job(job) if job.ended_at.is_some() => {
                 job.ended_at.map(format_timestamp).unwrap_or_default()
             }
-            AcctRow::Job(_) => "Unknown".into(),
-            AcctRow::Batch(_, a) | AcctRow::Attempt(_, a) => a
+            Record::Job(_) => "Unknown".into(),
+            Record::Batch(_, a) | Record::Attempt(_, a) => a
                 .end
                 .as_ref()
                 .map_or_else(|| "Unknown".into(), |e| format_timestamp(e.at)),
         },
         F::ExitCode => exit_code_text(attempt.and_then(|a| a.batch_exit.as_ref())),
         F::FailedNode => match row {
-            AcctRow::Job(job) => job_failed_node(job).unwrap_or("").to_string(),
-            AcctRow::Batch(..) => return None,
-            AcctRow::Attempt(_, a) => attempt_cause(a)
+            Record::Job(job) => job_failed_node(job).unwrap_or("").to_string(),
+            Record::Batch(..) => return None,
+            Record::Attempt(_, a) => attempt_cause(a)
                 .and_then(failed_node)
                 .unwrap_or("")
                 .to_string(),
@@ -365,14 +388,14 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
                 .unwrap_or_else(|| job.spec.gid.to_string()),
         )?,
         F::JobId => match row {
-            AcctRow::Job(job) => job_id_text(job),
-            AcctRow::Batch(job, _) => format!("{}.batch", job_id_text(job)),
-            AcctRow::Attempt(job, a) => format!("{}#{}", job_id_text(job), a.number),
+            Record::Job(job) => job_id_text(job),
+            Record::Batch(job, _) => format!("{}.batch", job_id_text(job)),
+            Record::Attempt(job, a) => format!("{}#{}", job_id_text(job), a.number),
         },
         F::JobIdRaw => match row {
-            AcctRow::Job(job) => job.id.to_string(),
-            AcctRow::Batch(job, _) => format!("{}.batch", job.id),
-            AcctRow::Attempt(job, a) => format!("{}#{}", job.id, a.number),
+            Record::Job(job) => job.id.to_string(),
+            Record::Batch(job, _) => format!("{}.batch", job.id),
+            Record::Attempt(job, a) => format!("{}#{}", job.id, a.number),
         },
         F::JobName => {
             if step {
@@ -382,7 +405,7 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
             }
         }
         F::NodeList => match (row, attempt) {
-            (AcctRow::Batch(_, a), _) => a.batch_host()?.to_string(),
+            (Record::Batch(_, a), _) => a.batch_host()?.to_string(),
             (_, Some(a)) => attempt_nodes(a),
             (_, None) => "None assigned".into(),
         },
@@ -421,15 +444,15 @@ pub fn value(field: AcctField, row: AcctRow<'_>, ctx: &AcctContext) -> Option<St
         ))?,
         F::Reservation => job_only(job.spec.reservation.clone().unwrap_or_default())?,
         F::Restarts => match row {
-            AcctRow::Job(job) => job.requeue_count.to_string(),
-            AcctRow::Batch(..) => return None,
-            AcctRow::Attempt(_, a) => a.number.saturating_sub(1).to_string(),
+            Record::Job(job) => job.requeue_count.to_string(),
+            Record::Batch(..) => return None,
+            Record::Attempt(_, a) => a.number.saturating_sub(1).to_string(),
         },
         F::Start => attempt.map_or_else(|| "Unknown".into(), |a| format_timestamp(a.started_at)),
         F::State => match row {
-            AcctRow::Job(job) => job.state.slurm_name().to_string(),
-            AcctRow::Batch(job, a) => batch_state(job, a).slurm_name().to_string(),
-            AcctRow::Attempt(job, a) => a
+            Record::Job(job) => job.state.slurm_name().to_string(),
+            Record::Batch(job, a) => batch_state(job, a).slurm_name().to_string(),
+            Record::Attempt(job, a) => a
                 .end
                 .as_ref()
                 .map_or(job.state, |end| end.state)

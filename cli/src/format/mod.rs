@@ -4,6 +4,7 @@
 
 pub mod acct;
 pub mod acct_fields;
+pub mod acct_step_fields;
 pub mod cluster;
 pub mod datetime;
 pub mod elapsed;

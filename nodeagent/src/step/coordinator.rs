@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_pki::{Identity, Role};
-use corral_proto::agent::{Launch, read_frame, write_frame};
+use corral_proto::agent::{AgentReport, Launch, read_frame, write_frame};
 use corral_proto::step::{
     ALLOCATION_HOLD_COMMAND, SrunRequest, StepControl, StepEvent, StepLaunch,
 };
 use corral_state::ids::JobId;
+use corral_state::job::ExitStatus;
 use corral_state::slurm::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::UnixListener;
@@ -427,6 +428,7 @@ where
     };
     write_frame(&mut writer, &StepEvent::Started(step.layout.clone())).await?;
     let key = (step.job, step.attempt);
+    let record = StepOutcome::started(&supervisor, &step, &request);
     let (events_tx, mut events) = mpsc::channel(256);
     let mut controls: Vec<mpsc::Sender<Signal>> = Vec::new();
     // Only the shares with a task the input reaches get it.
@@ -500,10 +502,12 @@ where
     });
     let mut open = step.layout.nodes.len();
     let mut srun_present = true;
+    let mut outcome = record;
     while open > 0 {
         tokio::select! {
             event = events.recv() => {
                 let Some(event) = event else { break };
+                outcome.saw(&event);
                 if matches!(event, StepEvent::Finished | StepEvent::NodeLost { .. }) {
                     open -= 1;
                 }
@@ -518,6 +522,7 @@ where
                 if write_frame(&mut writer, &event).await.is_err() {
                     // srun is gone: dropping the controls aborts every share.
                     controls.clear();
+                    outcome.saw_abort();
                     break;
                 }
             }
@@ -536,10 +541,99 @@ where
             },
         }
     }
+    outcome.ended(&supervisor);
     if srun_present {
         write_frame(&mut writer, &StepEvent::Finished).await?;
     }
     Ok(())
+}
+
+/// A step's record for the cluster (sacct's `N.S` row): its start reported
+/// when it launches, its worst task's status when its last share ends.
+struct StepOutcome {
+    job: corral_state::JobId,
+    attempt: corral_state::AttemptNumber,
+    step: u32,
+    worst: Option<ExitStatus>,
+}
+
+impl StepOutcome {
+    /// Reports the step's start.
+    fn started(supervisor: &Supervisor, step: &StepLaunch, request: &SrunRequest) -> StepOutcome {
+        let name = request
+            .argv
+            .first()
+            .map(|program| program.rsplit('/').next().unwrap_or(program).to_string())
+            .unwrap_or_default();
+        let per_task = request
+            .shape
+            .cpus_per_task
+            .or_else(|| {
+                supervisor
+                    .step_attempt((step.job, step.attempt))
+                    .map(|launch| launch.job.spec.cpus_per_task)
+            })
+            .unwrap_or(1);
+        supervisor.report_step(AgentReport::StepStarted {
+            job: step.job,
+            attempt: step.attempt,
+            step: step.layout.step,
+            name,
+            nodes: step.layout.nodes.clone(),
+            ntasks: step.layout.ntasks(),
+            cpus: step.layout.ntasks().saturating_mul(per_task),
+        });
+        StepOutcome {
+            job: step.job,
+            attempt: step.attempt,
+            step: step.layout.step,
+            worst: None,
+        }
+    }
+
+    /// Keeps the worst status an event shows: a task killed by a signal over
+    /// any exit code, else the highest code; a task that never started counts
+    /// as exit code 2 and a lost node as 1, as srun counts them.
+    fn saw(&mut self, event: &StepEvent) {
+        let status = match event {
+            StepEvent::TaskExited { status, .. } => *status,
+            StepEvent::TaskFailed { .. } => ExitStatus {
+                code: 2,
+                signal: None,
+            },
+            StepEvent::NodeLost { .. } => ExitStatus {
+                code: 1,
+                signal: None,
+            },
+            _ => return,
+        };
+        let rank = |s: &ExitStatus| (s.signal.is_some(), s.code);
+        if self.worst.is_none_or(|worst| rank(&status) > rank(&worst)) {
+            self.worst = Some(status);
+        }
+    }
+
+    /// The step is aborted without waiting for its tasks (srun went away):
+    /// it ends as killed.
+    fn saw_abort(&mut self) {
+        self.worst = Some(ExitStatus {
+            code: 0,
+            signal: Some(Signal::KILL),
+        });
+    }
+
+    /// Reports the step's end.
+    fn ended(self, supervisor: &Supervisor) {
+        supervisor.report_step(AgentReport::StepEnded {
+            job: self.job,
+            attempt: self.attempt,
+            step: self.step,
+            status: self.worst.unwrap_or(ExitStatus {
+                code: 0,
+                signal: None,
+            }),
+        });
+    }
 }
 
 /// Whether the step's input reaches a task on `node`.

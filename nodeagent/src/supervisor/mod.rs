@@ -411,6 +411,12 @@ impl Supervisor {
         running.takes_steps().then(|| Arc::clone(&running.launch))
     }
 
+    /// Queues a report about a step this agent coordinates (its start or its
+    /// end), resent until the leader commits it.
+    pub fn report_step(&self, report: AgentReport) {
+        self.outbox.push(report);
+    }
+
     /// The next step number of attempt `key` (steps are numbered by the node
     /// that coordinates them, the batch host in practice).
     pub fn next_step(&self, key: AttemptKey) -> Option<u32> {

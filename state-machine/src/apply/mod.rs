@@ -8,6 +8,7 @@ mod lifecycle;
 mod nodes;
 mod plan;
 mod reports;
+mod steps;
 mod submit;
 mod tick;
 mod update;
@@ -55,6 +56,35 @@ fn dispatch(
             key,
             ..
         } => submit::submit(state, (*spec).into(), batch, &by, key, now),
+        StepStarted {
+            job,
+            attempt,
+            node,
+            step,
+            name,
+            nodes,
+            ntasks,
+            cpus,
+            ..
+        } => steps::step_started(
+            state,
+            (job, attempt, &node),
+            steps::StartedStep {
+                step,
+                name,
+                nodes,
+                ntasks,
+                cpus,
+            },
+            now,
+        ),
+        StepEnded {
+            job,
+            attempt,
+            step,
+            status,
+            ..
+        } => steps::step_ended(state, (job, attempt, step), status, now),
         Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),

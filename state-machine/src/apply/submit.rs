@@ -109,6 +109,7 @@ pub(super) fn submit(
             requeue_count: 0,
             last_checkpoint: None,
             ended_at: None,
+            steps: Vec::new(),
         };
         state.jobs.insert(id, job);
         state.queued.insert(id);
