@@ -667,6 +667,10 @@ pub struct LocalUpArgs {
     /// features), partitions, accounts, users, QOS, topology and settings.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "gpus_per_node"])]
     pub config: Option<PathBuf>,
+    /// The program the leader runs to mail `--mail-type` notices (Slurm's
+    /// MailProg, e.g. /usr/bin/mail), as `PROGRAM -s SUBJECT RECIPIENT`.
+    #[arg(long, value_name = "PATH")]
+    pub mail_program: Option<PathBuf>,
 }
 
 #[cfg(test)]

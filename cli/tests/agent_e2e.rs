@@ -172,6 +172,54 @@ fn a_batch_script_gets_what_its_options_pass_on_and_show_job_keeps_them() {
     }
 }
 
+#[test]
+fn the_leader_mails_begin_and_end_through_the_mail_program() {
+    // A mail program that writes down how it was called.
+    let bin = tempfile::tempdir().unwrap();
+    let log = bin.path().join("mails.log");
+    let program = script(
+        bin.path(),
+        "mail",
+        &format!(
+            "#!/bin/sh\necho \"$1|$2|$3|$SLURM_JOB_MAIL_TYPE|$SLURM_JOB_STATE\" >> {}\n",
+            log.display()
+        ),
+    );
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let cluster = LocalCluster::start_with_args(
+        3,
+        &["--nodes", "1", "--mail-program", program.to_str().unwrap()],
+    );
+    let path = script(
+        cluster.dir.path(),
+        "mailed.sh",
+        "#!/bin/bash\n#SBATCH --mail-type=BEGIN\n#SBATCH --mail-type=END\n#SBATCH --mail-user=ops@example.org\ntrue\n",
+    );
+    let (id, _) = submit_and_complete(&cluster, &path);
+    wait_until(Duration::from_secs(30), "two mails", || {
+        read_output(bin.path(), "mails.log").lines().count() >= 2
+    });
+    let mails = read_output(bin.path(), "mails.log");
+    let lines: Vec<&str> = mails.lines().collect();
+    assert_eq!(lines.len(), 2, "{mails}");
+    let began = format!("-s|Slurm Job_id={id} Name=mailed.sh Began, Queued time 00:00:");
+    assert!(lines[0].starts_with(&began), "{mails}");
+    assert!(
+        lines[0].ends_with("|ops@example.org|Began|RUNNING"),
+        "{mails}"
+    );
+    let ended = format!("-s|Slurm Job_id={id} Name=mailed.sh Ended, Run time 00:00:");
+    assert!(lines[1].starts_with(&ended), "{mails}");
+    assert!(
+        lines[1].ends_with(", COMPLETED, ExitCode 0|ops@example.org|Ended|COMPLETED"),
+        "{mails}"
+    );
+}
+
 /// A training job that resumes from the step in `CORRAL_RESUME_FROM` and
 /// checkpoints every 5 steps.
 fn training_script(dir: &Path) -> std::path::PathBuf {
@@ -653,6 +701,8 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
             "srun -l -N1 -n4 --gpus-per-task=2 bash -c 'echo \"bound rank=$SLURM_PROCID gpus=$CUDA_VISIBLE_DEVICES\"'\n",
             "srun --ntasks-per-node=1 -o 'task-%t-%N.out' bash -c 'echo \"to file $SLURM_PROCID\"; echo \"err $SLURM_PROCID\" >&2'\n",
             "echo \"fifth=$?\"\n",
+            "srun --ntasks-per-node=1 -o 'one-%j.%s.log' bash -c 'echo \"local $SLURM_PROCID\"'\n",
+            "srun -l --ntasks-per-node=1 -o 1 bash -c 'echo \"only $SLURM_PROCID\"'\n",
         ),
     );
     let (id, job) = submit_and_complete(&cluster, &path);
@@ -716,12 +766,25 @@ fn srun_runs_a_step_on_every_node_with_per_task_ranks_and_returns_the_worst_exit
         let file = read_output(dir, &format!("task-{rank}-{node}.out"));
         assert_eq!(file, format!("to file {rank}\nerr {rank}\n"), "task {rank}");
     }
+    // A name without %t, %n or %N: one file, written by srun itself.
+    let mut local: Vec<String> = read_output(dir, &format!("one-{id}.7.log"))
+        .lines()
+        .map(String::from)
+        .collect();
+    local.sort();
+    assert_eq!(local, ["local 0", "local 1"]);
+    // A task id: that task's output only.
+    assert!(
+        out.contains("1: only 1\n") && !out.contains("only 0"),
+        "{out}"
+    );
     // sacct shows each step as its own row, as Slurm's.
     let expected = format!(
         "{id}|steps.sh|COMPLETED|0:0\n{id}.batch|batch|COMPLETED|0:0\n\
          {id}.0|bash|COMPLETED|0:0\n{id}.1|bash|FAILED|3:0\n{id}.2|bash|FAILED|5:0\n\
          {id}.3|no-such-program-corral-test|FAILED|2:0\n{id}.4|bash|COMPLETED|0:0\n\
-         {id}.5|bash|COMPLETED|0:0\n{id}.6|bash|COMPLETED|0:0\n"
+         {id}.5|bash|COMPLETED|0:0\n{id}.6|bash|COMPLETED|0:0\n\
+         {id}.7|bash|COMPLETED|0:0\n{id}.8|bash|COMPLETED|0:0\n"
     );
     let sacct = || {
         let out = support::slurm_link(

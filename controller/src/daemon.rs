@@ -33,6 +33,8 @@ pub struct Controller {
     api_server: JoinHandle<()>,
     gateway: AgentGateway,
     clock_watch: JoinHandle<()>,
+    /// The mailer, when a mail program is configured.
+    mailer: Option<JoinHandle<()>>,
 }
 
 impl Controller {
@@ -89,6 +91,14 @@ impl Controller {
         ));
 
         let cluster_name = config.cluster_name.clone();
+        let mailer = config.leader.mail_program.clone().map(|program| {
+            tokio::spawn(crate::mail::sender::run(
+                Arc::clone(&replica),
+                program,
+                cluster_name.clone(),
+                stop_loop.subscribe(),
+            ))
+        });
         let liveness = config.liveness.clone();
         let gateway_wake = Arc::clone(&wake);
         let agents = AgentSessions::default();
@@ -158,6 +168,7 @@ impl Controller {
             api_server,
             gateway,
             clock_watch,
+            mailer,
         })
     }
 
@@ -179,6 +190,9 @@ impl Controller {
         let _ = self.stop_api.send(());
         let _ = self.leader_loop.await;
         let _ = self.clock_watch.await;
+        if let Some(mailer) = self.mailer {
+            let _ = mailer.await;
+        }
         self.gateway.shutdown(self.stop_loop.subscribe()).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), self.api_server).await;
         let mut replica = self.replica;

@@ -10,3 +10,4 @@ pub mod clock_skew;
 pub mod config;
 pub mod daemon;
 pub mod leader_loop;
+pub mod mail;

@@ -17,6 +17,7 @@ use corral_agent::gpu::{
     GpuBackend, XidAction, backend_from_spec, classify_xid, sample_periodically,
 };
 use corral_agent::gpu_probe;
+use corral_agent::job::process::task_pid;
 use corral_agent::lease::Lease;
 use corral_agent::link::{self, LinkParts, LinkSettings};
 use corral_agent::outbox::Outbox;
@@ -116,6 +117,7 @@ fn main() -> ExitCode {
             };
         }
         Some(gpu_probe::SUBCOMMAND) => return gpu_probe::run(argv),
+        Some(task_pid::SUBCOMMAND) => return task_pid::run(std::env::args_os().skip(2)),
         _ => {}
     }
     let args = Args::parse();
@@ -262,6 +264,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         source_ip: args.source_ip,
     };
     tracing::info!(%node, gpus = %args.gpus, run_as_job_user, "agent starting");
+    match std::env::current_exe() {
+        Ok(binary) => {
+            if let Err(e) = task_pid::use_wrapper(binary, run_as_job_user) {
+                tracing::warn!("{e}");
+            }
+        }
+        Err(e) => {
+            tracing::warn!("cannot find this agent's binary ({e}): SLURM_TASK_PID will not be set")
+        }
+    }
     // If this agent dies, its jobs end when its lease does.
     if let Err(e) = fence_watch::start(&agent_id, &lease) {
         tracing::error!(

@@ -51,8 +51,48 @@ fn read(path: impl AsRef<Path>) -> String {
     fs::read_to_string(path).unwrap()
 }
 
+/// Every process these tests start goes through the agent's `task-exec`, as
+/// the agent's own do.
+fn through_the_agent() {
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_corral-agent"));
+    corral_agent::job::process::task_pid::use_wrapper(agent, false).unwrap();
+}
+
+#[tokio::test]
+async fn a_program_sees_its_own_pid_and_every_variable_it_was_given() {
+    through_the_agent();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ProcessSpec {
+        program: PathBuf::from("env"),
+        args: Vec::new(),
+        env: BTreeMap::from([
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            // Names a POSIX shell would drop: Lmod's exported functions.
+            (
+                "BASH_FUNC_module%%".to_string(),
+                "() {  eval $($LMOD_CMD bash \"$@\")\n}".to_string(),
+            ),
+            ("dotted.name".to_string(), "1".to_string()),
+        ]),
+        workdir: dir.path().to_path_buf(),
+        stdout: dir.path().join("out"),
+        stderr: dir.path().join("out"),
+        stdin: None,
+        user: None,
+    };
+    let mut job = JobProcess::spawn(&spec).unwrap();
+    let pid = job.pid();
+    assert!(job.wait().await.unwrap().is_success());
+    let out = read(dir.path().join("out"));
+    assert!(out.contains(&format!("SLURM_TASK_PID={pid}\n")), "{out}");
+    assert!(out.contains("BASH_FUNC_module%%=() {"), "{out}");
+    assert!(out.contains("dotted.name=1\n"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains('=')).count(), 4, "{out}");
+}
+
 #[tokio::test]
 async fn a_script_sees_exactly_its_environment_and_arguments() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let spec = script_spec(dir.path(), "#!/bin/sh\nenv | sort\necho \"arg=$1\"\n", None);
     let mut job = JobProcess::spawn(&spec).unwrap();
@@ -70,6 +110,7 @@ async fn a_script_sees_exactly_its_environment_and_arguments() {
 
 #[tokio::test]
 async fn one_file_for_both_streams_keeps_their_order_and_appends() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("out"), "earlier\n").unwrap();
     let spec = script_spec(
@@ -85,6 +126,7 @@ async fn one_file_for_both_streams_keeps_their_order_and_appends() {
 
 #[tokio::test]
 async fn separate_error_file_and_input_file() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("in"), "hello from stdin\n").unwrap();
     let mut spec = script_spec(dir.path(), "#!/bin/sh\ncat\necho oops >&2\n", None);
@@ -97,6 +139,7 @@ async fn separate_error_file_and_input_file() {
 
 #[tokio::test]
 async fn exit_codes_and_signals_map_to_exit_status() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let spec = script_spec(dir.path(), "#!/bin/sh\nexit 3\n", None);
     let mut job = JobProcess::spawn(&spec).unwrap();
@@ -124,6 +167,7 @@ async fn exit_codes_and_signals_map_to_exit_status() {
 
 #[tokio::test]
 async fn a_signal_reaches_the_whole_group() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let script = "#!/bin/sh\ntrap 'echo got USR1; exit 0' USR1\necho ready > ready\nwhile :; do sleep 0.01; done\n";
     let spec = script_spec(dir.path(), script, None);
@@ -138,6 +182,7 @@ async fn a_signal_reaches_the_whole_group() {
 
 #[tokio::test]
 async fn killing_the_group_kills_children_that_outlive_the_leader() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let script = "#!/bin/sh\nsleep 1000 &\necho $! > child.pid\nwait\n";
     let spec = script_spec(dir.path(), script, None);
@@ -159,6 +204,7 @@ async fn killing_the_group_kills_children_that_outlive_the_leader() {
 
 #[tokio::test]
 async fn children_keep_the_group_alive_after_the_leader_exits() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let script = "#!/bin/sh\nsleep 1000 &\necho $! > child.pid\nexit 0\n";
     let spec = script_spec(dir.path(), script, None);
@@ -171,6 +217,7 @@ async fn children_keep_the_group_alive_after_the_leader_exits() {
 
 #[tokio::test]
 async fn a_missing_workdir_is_a_clear_error() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let mut spec = script_spec(dir.path(), "#!/bin/sh\ntrue\n", None);
     spec.workdir = dir.path().join("does-not-exist");
@@ -186,6 +233,7 @@ async fn a_missing_workdir_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_missing_program_is_a_clear_error() {
+    through_the_agent();
     let dir = tempfile::tempdir().unwrap();
     let mut spec = script_spec(dir.path(), "#!/bin/sh\ntrue\n", None);
     spec.program = dir.path().join("no-such-program");
@@ -262,6 +310,7 @@ fn dirs_for(nobody: &RunAs) -> (tempfile::TempDir, PathBuf) {
 
 #[tokio::test]
 async fn as_root_a_job_runs_as_its_user_and_owns_its_files() {
+    through_the_agent();
     let Some(nobody) = nobody_when_root() else {
         return;
     };
@@ -289,6 +338,7 @@ async fn as_root_a_job_runs_as_its_user_and_owns_its_files() {
 
 #[tokio::test]
 async fn as_root_output_is_never_written_through_a_link_or_where_the_user_cannot() {
+    through_the_agent();
     let Some(nobody) = nobody_when_root() else {
         return;
     };
@@ -321,6 +371,7 @@ async fn as_root_output_is_never_written_through_a_link_or_where_the_user_cannot
 
 #[tokio::test]
 async fn output_to_dev_null_is_accepted_with_and_without_a_user_switch() {
+    through_the_agent();
     for user in [None, nobody_when_root()] {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();

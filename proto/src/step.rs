@@ -44,8 +44,9 @@ pub struct StepShapeRequest {
     pub cpus_per_task: Option<u32>,
     /// `-w/--nodelist`: these nodes of the allocation (all of them must be).
     pub nodelist: Option<Vec<String>>,
-    /// `-m/--distribution`.
-    pub distribution: TaskDistribution,
+    /// `-m/--distribution`; without, Slurm's default: cyclic when the step
+    /// has no more tasks than nodes, else block.
+    pub distribution: Option<TaskDistribution>,
     /// `--gpus-per-task` (the job's when `None`).
     pub gpus_per_task: Option<u32>,
 }
@@ -78,15 +79,29 @@ pub struct SrunRequest {
     pub files: TaskFiles,
 }
 
-/// `srun -o/-e`: filename patterns (`%t %n %N %s %j %J %u %x %%`) of the
-/// files each task writes on its node, instead of sending its output to
-/// `srun`. `stderr` without `stdout` goes to `srun`'s output as usual.
+/// `srun -o/-e`: where the tasks' standard output and error go.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskFiles {
     /// `-o/--output`.
-    pub stdout: Option<String>,
-    /// `-e/--error` (standard output's file when `None` and `-o` is given).
-    pub stderr: Option<String>,
+    pub stdout: TaskStream,
+    /// `-e/--error`.
+    pub stderr: TaskStream,
+}
+
+/// Where one stream of a step's tasks goes, as `srun -o/-e` says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskStream {
+    /// To `srun` (the default, `all`, and a file `srun` itself writes on its
+    /// host: a pattern without `%t`, `%n` or `%N`).
+    #[default]
+    Srun,
+    /// Nowhere (`none`).
+    Discard,
+    /// Only this task's, to `srun` (`-o 3`); the other tasks' nowhere.
+    OnlyTask(u32),
+    /// A file on each task's node, named by this pattern (it holds `%t`,
+    /// `%n` or `%N`: `%t %n %N %s %j %J %u %x %%`).
+    NodeFile(String),
 }
 
 /// A terminal's size in characters.
@@ -239,7 +254,8 @@ impl StepLayout {
     /// one per round under cyclic (`1,3,5`).
     pub fn ranks_on(&self, node: &str) -> Option<(Vec<u32>, u32)> {
         let index = self.nodes.iter().position(|n| n == node)?;
-        let count = *self.tasks.get(index)?;
+        // Never allocate for a count no checked layout has.
+        let count = *self.tasks.get(index).filter(|c| **c <= MAX_STEP_TASKS)?;
         let nodeid = u32::try_from(index).ok()?;
         let ranks = match self.distribution {
             TaskDistribution::Block => {
@@ -252,17 +268,30 @@ impl StepLayout {
             }
             // The k-th task here is dealt after k full rounds (each node gives
             // min(its tasks, k)) and, in round k, after the nodes before it that
-            // still have a task then.
-            TaskDistribution::Cyclic => (0..count)
-                .map(|k| {
-                    let rounds = self
-                        .tasks
-                        .iter()
-                        .fold(0u32, |sum, t| sum.saturating_add((*t).min(k)));
-                    let earlier = self.tasks[..index].iter().filter(|t| **t > k).count();
-                    rounds.saturating_add(u32::try_from(earlier).unwrap_or(u32::MAX))
-                })
-                .collect(),
+            // still have a task then; counted with sorted task counts, so a
+            // node's ranks cost O(nodes log nodes + its tasks).
+            TaskDistribution::Cyclic => {
+                let mut all = self.tasks.clone();
+                all.sort_unstable();
+                let mut before = self.tasks[..index].to_vec();
+                before.sort_unstable();
+                let (mut done_all, mut done_before) = (0usize, 0usize);
+                let mut rounds = 0u32;
+                let mut ranks = Vec::with_capacity(count as usize);
+                for k in 0..count {
+                    while done_all < all.len() && all[done_all] <= k {
+                        done_all += 1;
+                    }
+                    while done_before < before.len() && before[done_before] <= k {
+                        done_before += 1;
+                    }
+                    let earlier = u32::try_from(before.len() - done_before).unwrap_or(u32::MAX);
+                    ranks.push(rounds.saturating_add(earlier));
+                    let still = u32::try_from(all.len() - done_all).unwrap_or(u32::MAX);
+                    rounds = rounds.saturating_add(still);
+                }
+                ranks
+            }
         };
         Some((ranks, nodeid))
     }
@@ -482,6 +511,36 @@ mod tests {
         assert_eq!(ranks(&uneven, "c"), Some(vec![2, 4]));
         assert_eq!(uneven.ranks_on("c").map(|(_, id)| id), Some(2));
         assert_eq!(ranks(&uneven, "d"), None);
+    }
+
+    #[test]
+    fn cyclic_ranks_agree_with_dealing_one_by_one() {
+        let names = ["a", "b", "c", "d", "e"];
+        for tasks in [
+            vec![1, 1, 1],
+            vec![4, 2, 7, 1, 3],
+            vec![5, 5],
+            vec![1, 6],
+            vec![3, 0, 2],
+        ] {
+            let mut step = layout(&names[..tasks.len()], &tasks);
+            step.distribution = TaskDistribution::Cyclic;
+            // Deal ranks round by round, as Slurm's cyclic distribution does.
+            let mut dealt: Vec<Vec<u32>> = vec![Vec::new(); tasks.len()];
+            let mut rank = 0;
+            for round in 0..tasks.iter().copied().max().unwrap_or(0) {
+                for (node, count) in tasks.iter().enumerate() {
+                    if round < *count {
+                        dealt[node].push(rank);
+                        rank += 1;
+                    }
+                }
+            }
+            for (node, expected) in dealt.iter().enumerate() {
+                let got = step.ranks_on(names[node]).map(|(r, _)| r);
+                assert_eq!(got.as_ref(), Some(expected), "{tasks:?} node {node}");
+            }
+        }
     }
 
     #[test]

@@ -467,8 +467,8 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
-    /// A recorded `srun` step ended; one not recorded, or already ended,
-    /// changes nothing.
+    /// A recorded `srun` step ended (known by its attempt, node and number);
+    /// one not recorded, or already ended, changes nothing.
     StepEnded {
         /// The job.
         job: JobId,

@@ -64,8 +64,18 @@ fn check_indices(state: &ClusterState) -> Result<(), String> {
 
 /// Attempt numbering, liveness and gang wholeness for one job.
 fn check_job(job: &Job) -> Result<(), String> {
-    if job.steps.len() > crate::job::MAX_STEP_RECORDS {
-        return Err(format!("job {} records {} steps", job.id, job.steps.len()));
+    for attempt in &job.attempts {
+        let steps = job
+            .steps
+            .iter()
+            .filter(|s| s.attempt == attempt.number)
+            .count();
+        if steps > crate::job::MAX_STEP_RECORDS {
+            return Err(format!(
+                "job {} records {steps} steps of attempt {}",
+                job.id, attempt.number
+            ));
+        }
     }
     if let Some(step) = job
         .steps

@@ -616,7 +616,8 @@ pub struct Job {
     pub steps: Vec<StepRecord>,
 }
 
-/// How many `srun` steps a job's record keeps; later ones run, unrecorded.
+/// How many `srun` steps of each attempt a job's record keeps; later ones
+/// run, unrecorded.
 pub const MAX_STEP_RECORDS: usize = 512;
 
 /// One `srun` step, as the agent that coordinated it reported it.
@@ -626,10 +627,14 @@ pub struct StepRecord {
     pub attempt: AttemptNumber,
     /// Its number within the attempt (`SLURM_STEP_ID`).
     pub step: u32,
+    /// The node whose agent coordinated it (and numbered it).
+    pub node: String,
     /// The program it ran (sacct's JobName of a step).
     pub name: String,
-    /// Its nodes.
-    pub nodes: Vec<String>,
+    /// Its nodes, as a compressed hostlist (`gpu[01-64]`).
+    pub nodes: String,
+    /// How many.
+    pub node_count: u32,
     /// Its tasks.
     pub ntasks: u32,
     /// The CPUs its tasks hold.

@@ -95,7 +95,7 @@ pub fn build_request(
     };
     let memory = memory_request(&options)?;
     let mut environment = exported_environment(options.export.as_ref(), &ctx.environment);
-    environment.extend(options.slurm_variables.clone());
+    environment.extend(options.job_variables());
     let workdir = match &options.chdir {
         Some(dir) if dir.starts_with('/') => dir.clone(),
         Some(dir) => format!("{}/{dir}", ctx.cwd.trim_end_matches('/')),

@@ -232,9 +232,31 @@ fn options_sbatch_passes_on_as_variables_reach_the_environment_and_the_record() 
 }
 
 #[test]
-fn a_bad_open_mode_or_mail_type_is_refused() {
+fn a_bad_open_mode_mail_type_or_distribution_is_refused() {
     assert!(parse_args(&["--open-mode=sometimes"]).is_err());
     assert!(parse_args(&["--mail-type=often"]).is_err());
+    for bad in ["foo", "plane=0", "block:sideways", "cyclic,Tight"] {
+        let err = parse_args(&["-m", bad]).expect_err(bad);
+        assert!(err.to_string().contains("Invalid --distribution"), "{err}");
+    }
+}
+
+#[test]
+fn distributions_reach_the_environment_as_slurm_writes_them() {
+    for (given, shown, plane) in [
+        ("Cyclic", "cyclic", None),
+        ("block:cyclic", "block:cyclic", None),
+        ("plane=4", "plane", Some("4")),
+        ("cyclic:fcyclic,Pack", "cyclic:fcyclic", None),
+    ] {
+        let (options, _) = parse_args(&["-m", given]).expect(given);
+        let vars = &options.job_variables();
+        assert_eq!(
+            vars.get("SLURM_DISTRIBUTION").map(String::as_str),
+            Some(shown)
+        );
+        assert_eq!(vars.get("SLURM_DIST_PLANESIZE").map(String::as_str), plane);
+    }
 }
 
 #[test]
@@ -246,4 +268,23 @@ fn a_script_path_becomes_command_as_sbatch_names_it() {
     );
     assert_eq!(command_of_script("./train.sh", "/home/a"), "./train.sh");
     assert_eq!(command_of_script("../jobs/t.sh", "/home/a"), "../jobs/t.sh");
+}
+
+#[test]
+fn the_command_line_replaces_what_an_sbatch_line_set_in_the_environment() {
+    let script = "#!/bin/bash\n#SBATCH --export=NONE\n#SBATCH --hint=nomultithread\n#SBATCH --threads-per-core=2\ntrue\n";
+    let directives = parse_script_directives(script).expect("directives parse");
+    let (cli, _) = parse_args(&["--export=ALL", "--hint=multithread"]).expect("args parse");
+    let vars = directives.overridden_by(cli).job_variables();
+    assert_eq!(vars.get("SLURM_EXPORT_ENV"), None, "{vars:?}");
+    assert_eq!(vars.get("SLURM_GET_USER_ENV"), None, "{vars:?}");
+    assert_eq!(
+        vars.get("SLURM_HINT").map(String::as_str),
+        Some("multithread")
+    );
+    // An explicit --threads-per-core wins over what a hint implies.
+    assert_eq!(
+        vars.get("SLURM_THREADS_PER_CORE").map(String::as_str),
+        Some("2")
+    );
 }

@@ -23,11 +23,11 @@ fn started(job: JobId, attempt: u32, node: &str, step: u32, nodes: &[String]) ->
     }
 }
 
-fn ended(job: JobId, attempt: u32, step: u32, code: i32) -> Command {
+fn ended(job: JobId, attempt: u32, node: &str, step: u32, code: i32) -> Command {
     Command::StepEnded {
         job,
         attempt,
-        node: "n1".into(),
+        node: node.to_string(),
         step,
         status: ExitStatus { code, signal: None },
         at: at(40),
@@ -51,14 +51,14 @@ fn a_step_is_recorded_when_it_starts_and_closed_when_it_ends() {
     assert_eq!(steps[0].name, "python");
     assert_eq!(steps[0].started_at, at(30));
     assert_eq!(steps[0].ended_at, None);
-    ok(&mut state, ended(id, 1, 0, 3));
-    ok(&mut state, ended(id, 1, 0, 0));
+    ok(&mut state, ended(id, 1, &nodes[0], 0, 3));
+    ok(&mut state, ended(id, 1, &nodes[0], 0, 0));
     let step = &state.job(id).unwrap().steps[0];
     assert_eq!(step.ended_at, Some(at(40)));
     assert_eq!(step.exit.map(|e| e.code), Some(3), "the first end stands");
     // An end for a step never recorded changes nothing.
     let before = state.digest();
-    ok(&mut state, ended(id, 1, 7, 0));
+    ok(&mut state, ended(id, 1, &nodes[0], 7, 0));
     assert_eq!(state.digest(), before);
     check_invariants(&state);
 }
@@ -89,7 +89,21 @@ fn a_job_keeps_at_most_its_first_steps() {
         ok(&mut state, started(id, 1, &nodes[0], step, &nodes));
     }
     let steps = &state.job(id).unwrap().steps;
-    assert_eq!(steps.len(), MAX_STEP_RECORDS);
+    assert_eq!(steps.len(), MAX_STEP_RECORDS, "per attempt");
     assert_eq!(steps.last().map(|s| s.step), Some(count - 4));
+    check_invariants(&state);
+}
+
+#[test]
+fn steps_numbered_by_two_nodes_are_two_records_each_ended_by_its_own_node() {
+    let (mut state, id, nodes) = running_job();
+    ok(&mut state, started(id, 1, &nodes[0], 0, &nodes));
+    ok(&mut state, started(id, 1, &nodes[1], 0, &nodes));
+    assert_eq!(state.job(id).unwrap().steps.len(), 2);
+    // The second node's end closes the second node's step only.
+    ok(&mut state, ended(id, 1, &nodes[1], 0, 4));
+    let steps = &state.job(id).unwrap().steps;
+    assert_eq!(steps[0].exit, None);
+    assert_eq!(steps[1].exit.map(|e| e.code), Some(4));
     check_invariants(&state);
 }

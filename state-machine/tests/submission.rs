@@ -278,3 +278,41 @@ fn one_submission_cannot_flood_the_state() {
     sp.comment = Some("x".repeat(70 * 1024));
     assert!(refused(&mut s, sp).contains("options take"));
 }
+
+#[test]
+fn fields_format_2_added_do_not_count_against_the_limit_format_1_measured() {
+    // The longest comment a plain submission may carry, found by asking.
+    let accepts = |comment_len: usize, extended: bool| {
+        let mut s = cluster(1, 8);
+        let mut sp = spec("alice", 1, 1);
+        sp.comment = Some("c".repeat(comment_len));
+        if extended {
+            sp.mail_user = Some("m".repeat(1000));
+            sp.command = Some(format!("/{}", "p".repeat(3000)));
+            sp.time_min = Some(TimeLimit::Seconds(600));
+        }
+        let by = user("alice");
+        s.apply(Command::Submit {
+            spec: sp,
+            batch: script(),
+            by,
+            at: at(1),
+            key: None,
+        })
+        .is_ok()
+    };
+    let (mut low, mut high) = (0usize, 70 * 1024);
+    while low + 1 < high {
+        let mid = (low + high) / 2;
+        if accepts(mid, false) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    assert!(low > 60 * 1024, "the limit is about 64 KiB, found {low}");
+    // A format-1 entry at the limit replays as the format-1 build applied it:
+    // what format 2 added is bounded on its own.
+    assert!(accepts(low, true));
+    assert!(!accepts(low + 1, true));
+}

@@ -49,6 +49,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         netns: false,
         fault_proxy: false,
         config: None,
+        mail_program: None,
     })
     .await?;
     let outcome = drive(&cluster.dir, &cluster.addresses, &cluster.user).await;

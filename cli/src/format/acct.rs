@@ -183,8 +183,10 @@ JobID                     JobName  Partition    AllocGRES                       
             corral_state::job::StepRecord {
                 attempt,
                 step: 0,
+                node: node.clone(),
                 name: "python".into(),
-                nodes: vec![node.clone()],
+                nodes: node.clone(),
+                node_count: 1,
                 ntasks: 4,
                 cpus: 4,
                 started_at: started,
@@ -197,8 +199,10 @@ JobID                     JobName  Partition    AllocGRES                       
             corral_state::job::StepRecord {
                 attempt: attempt + 1,
                 step: 0,
+                node: node.clone(),
                 name: "of-another-attempt".into(),
-                nodes: vec![node],
+                nodes: node.clone(),
+                node_count: 1,
                 ntasks: 1,
                 cpus: 1,
                 started_at: started,

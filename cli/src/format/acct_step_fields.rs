@@ -40,7 +40,8 @@ pub fn step_value(
     (job, attempt, step): (&Job, &Attempt, &StepRecord),
     ctx: &AcctContext,
 ) -> Option<String> {
-    let on_step = |node: &&corral_state::job::NodeAllocation| step.nodes.contains(&node.node);
+    let names = hostlist::expand(&step.nodes).unwrap_or_default();
+    let on_step = |node: &&corral_state::job::NodeAllocation| names.contains(&node.node);
     let gpus: u64 = attempt
         .allocation
         .iter()
@@ -63,8 +64,8 @@ pub fn step_value(
             0 => return None,
             n => format!("gpu:{n}"),
         },
-        F::AllocNodes | F::NNodes => step.nodes.len().to_string(),
-        F::AllocTres => tres(cpus, memory, step.nodes.len() as u64, gpus),
+        F::AllocNodes | F::NNodes => step.node_count.to_string(),
+        F::AllocTres => tres(cpus, memory, u64::from(step.node_count), gpus),
         F::CpuTime => sacct_time(elapsed * cpus),
         F::CpuTimeRaw => (elapsed * cpus).to_string(),
         F::Elapsed => sacct_time(elapsed),
@@ -76,10 +77,7 @@ pub fn step_value(
         F::JobId => format!("{}.{}", job_id_text(job), step.step),
         F::JobIdRaw => format!("{}.{}", job.id, step.step),
         F::JobName => step.name.clone(),
-        F::NodeList => {
-            let names: Vec<&str> = step.nodes.iter().map(String::as_str).collect();
-            hostlist::compress(&names)
-        }
+        F::NodeList => step.nodes.clone(),
         F::NTasks => step.ntasks.to_string(),
         F::Start => format_timestamp(step.started_at),
         F::State => step_state(attempt, step).slurm_name().to_string(),

@@ -110,6 +110,8 @@ pub struct LeaderSettings {
     /// Between SIGTERM and SIGKILL when an attempt is ended (Slurm's KillWait),
     /// ms (default 10,000; 0 sends SIGKILL at once).
     pub kill_wait_ms: u64,
+    /// The mail program (Slurm's MailProg); no mail without one.
+    pub mail_program: Option<PathBuf>,
 }
 
 /// Node liveness timeouts.

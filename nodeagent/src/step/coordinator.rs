@@ -548,6 +548,9 @@ where
     Ok(())
 }
 
+/// The most characters of a step's program name its record keeps.
+const MAX_STEP_NAME_CHARS: usize = 256;
+
 /// A step's record for the cluster (sacct's `N.S` row): its start reported
 /// when it launches, its worst task's status when its last share ends.
 struct StepOutcome {
@@ -560,11 +563,14 @@ struct StepOutcome {
 impl StepOutcome {
     /// Reports the step's start.
     fn started(supervisor: &Supervisor, step: &StepLaunch, request: &SrunRequest) -> StepOutcome {
-        let name = request
+        let name: String = request
             .argv
             .first()
-            .map(|program| program.rsplit('/').next().unwrap_or(program).to_string())
-            .unwrap_or_default();
+            .map(|program| program.rsplit('/').next().unwrap_or(program))
+            .unwrap_or_default()
+            .chars()
+            .take(MAX_STEP_NAME_CHARS)
+            .collect();
         let per_task = request
             .shape
             .cpus_per_task

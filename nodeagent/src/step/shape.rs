@@ -11,7 +11,7 @@
 //! With `--gpus-per-task=N` (the step's, else the job's) each task gets N of
 //! its node's job GPUs: a node must hold N for each of its tasks.
 
-use corral_proto::step::{StepLayout, StepShapeRequest};
+use corral_proto::step::{StepLayout, StepShapeRequest, TaskDistribution};
 use corral_state::job::{Attempt, Job, NodeAllocation};
 
 use crate::job::environment::layout::{NodeLayout, block_distribution, tasks_that_fit};
@@ -162,6 +162,8 @@ pub fn plan_step(
             }
         }
     }
+    let nodes_total = placed.len() as u64;
+    let ntasks_total: u64 = placed.iter().map(|(_, count)| u64::from(*count)).sum();
     let (names, tasks) = placed
         .into_iter()
         .map(|(allocation, count)| (allocation.node.clone(), count))
@@ -170,7 +172,14 @@ pub fn plan_step(
         step,
         nodes: names,
         tasks,
-        distribution: request.distribution,
+        // srun's default: one task per node is dealt (and named) cyclic.
+        distribution: request
+            .distribution
+            .unwrap_or(if ntasks_total <= nodes_total {
+                TaskDistribution::Cyclic
+            } else {
+                TaskDistribution::Block
+            }),
         gpus_per_task,
     })
 }
@@ -244,7 +253,7 @@ mod tests {
         let request = |per_task, per_node| StepShapeRequest {
             ntasks_per_node: Some(per_node),
             gpus_per_task: Some(per_task),
-            distribution: corral_proto::step::TaskDistribution::Cyclic,
+            distribution: Some(corral_proto::step::TaskDistribution::Cyclic),
             ..StepShapeRequest::default()
         };
         let step = plan_step(&job, attempt, &request(2, 4), 0).expect("8 GPUs hold 4 x 2");
@@ -269,6 +278,21 @@ mod tests {
         assert_eq!(
             plan(&job, None, None, None).expect("layout").gpus_per_task,
             None
+        );
+    }
+
+    #[test]
+    fn without_m_one_task_per_node_is_cyclic_and_more_is_block_as_in_srun() {
+        let job = two_node_job();
+        assert_eq!(
+            plan(&job, None, None, None).expect("layout").distribution,
+            TaskDistribution::Cyclic
+        );
+        assert_eq!(
+            plan(&job, None, None, Some(2))
+                .expect("layout")
+                .distribution,
+            TaskDistribution::Block
         );
     }
 

@@ -149,6 +149,15 @@ impl Attempt {
     /// A launched attempt whose processes are about to be started.
     pub fn launching(launch: Arc<Launch>, batch: bool, gpus: Vec<u32>, uid: u32) -> Attempt {
         let checkpoint_step = launch.job.last_checkpoint.as_ref().map(|c| c.step);
+        // After an agent restart, past the steps the cluster recorded.
+        let next_step = launch
+            .job
+            .steps
+            .iter()
+            .filter(|s| s.attempt == launch.attempt)
+            .map(|s| s.step.saturating_add(1))
+            .max()
+            .unwrap_or(0);
         Attempt {
             launch,
             batch,
@@ -160,7 +169,7 @@ impl Attempt {
             batch_status: None,
             tasks: BTreeMap::new(),
             starting: 0,
-            next_step: 0,
+            next_step,
             checkpoint_step,
             checkpoint_report: None,
         }

@@ -81,10 +81,11 @@ fn dispatch(
         StepEnded {
             job,
             attempt,
+            node,
             step,
             status,
             ..
-        } => steps::step_ended(state, (job, attempt, step), status, now),
+        } => steps::step_ended(state, (job, attempt, &node), step, status, now),
         Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),

@@ -1,7 +1,8 @@
 //! `srun` steps as their coordinating agents report them: a record per step in
 //! the job (sacct's `N.0` rows), started while its attempt runs, ended with
 //! its worst task's status. Both reports are resent until committed, so a
-//! repeated one changes nothing.
+//! repeated one changes nothing. A step is known by its attempt, the node that
+//! coordinated it and the number that node gave it.
 
 use super::job_of;
 use super::reports::live_attempt_on;
@@ -9,6 +10,7 @@ use crate::command::Outcome;
 use crate::ids::{AttemptNumber, JobId};
 use crate::job::{ExitStatus, MAX_STEP_RECORDS, StepRecord};
 use crate::rejection::Rejection;
+use crate::slurm::hostlist;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
 
@@ -44,16 +46,22 @@ pub(super) fn step_started(
     let known = job
         .steps
         .iter()
-        .any(|s| s.attempt == attempt && s.step == started.step);
-    if known || job.steps.len() >= MAX_STEP_RECORDS {
+        .any(|s| s.attempt == attempt && s.node == node && s.step == started.step);
+    let of_attempt = job.steps.iter().filter(|s| s.attempt == attempt).count();
+    if known || of_attempt >= MAX_STEP_RECORDS {
         return Ok(Outcome::Done);
     }
+    let names: Vec<&str> = started.nodes.iter().map(String::as_str).collect();
+    let nodes = hostlist::compress(&names);
+    let node_count = u32::try_from(started.nodes.len()).unwrap_or(u32::MAX);
     if let Some(job) = state.jobs.get_mut(&id) {
         job.steps.push(StepRecord {
             attempt,
             step: started.step,
+            node: node.to_string(),
             name: started.name,
-            nodes: started.nodes,
+            nodes,
+            node_count,
             ntasks: started.ntasks,
             cpus: started.cpus,
             started_at: now,
@@ -66,23 +74,22 @@ pub(super) fn step_started(
 
 pub(super) fn step_ended(
     state: &mut ClusterState,
-    (id, attempt, step): (JobId, AttemptNumber, u32),
+    (id, attempt, node): (JobId, AttemptNumber, &str),
+    step: u32,
     status: ExitStatus,
     now: Timestamp,
 ) -> Result<Outcome, Rejection> {
     let job = job_of(state, id)?;
-    let open = job
-        .steps
-        .iter()
-        .any(|s| s.attempt == attempt && s.step == step && s.ended_at.is_none());
+    let same = |s: &StepRecord| s.attempt == attempt && s.node == node && s.step == step;
+    let open = job.steps.iter().any(|s| same(s) && s.ended_at.is_none());
     if !open {
         return Ok(Outcome::Done);
     }
-    if let Some(record) = state.jobs.get_mut(&id).and_then(|j| {
-        j.steps
-            .iter_mut()
-            .find(|s| s.attempt == attempt && s.step == step)
-    }) {
+    if let Some(record) = state
+        .jobs
+        .get_mut(&id)
+        .and_then(|j| j.steps.iter_mut().find(|s| same(s)))
+    {
         record.ended_at = Some(now);
         record.exit = Some(status);
     }

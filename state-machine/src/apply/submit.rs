@@ -230,7 +230,26 @@ pub(super) fn check_spec(spec: &JobSpec, by: &Actor) -> Result<usize, Rejection>
             "the {what} contains a NUL byte, which no process can be given; remove it"
         )));
     }
-    let encoded = postcard::to_stdvec(spec).map_or(usize::MAX, |b| b.len());
+    if let Some(user) = &spec.mail_user {
+        super::check_text("--mail-user", user, super::MAX_TEXT_BYTES)?;
+    }
+    if let Some(command) = &spec.command {
+        super::check_text("the script's path", command, super::MAX_PATH_BYTES)?;
+    }
+    // The fields format 2 added are bounded on their own, above: the limits
+    // below measure what format 1 measured, so that a format-1 log entry
+    // replays exactly as the build that wrote it applied it.
+    let added = postcard::to_stdvec(&(
+        spec.time_min,
+        spec.mail_type,
+        &spec.mail_user,
+        &spec.command,
+        spec.cpus_per_task_given,
+    ))
+    .map_or(0, |b| b.len());
+    let encoded = postcard::to_stdvec(spec)
+        .map_or(usize::MAX, |b| b.len())
+        .saturating_sub(added);
     if encoded > MAX_SPEC_BYTES {
         return Err(Rejection::LimitReached(format!(
             "the job's options take {encoded} bytes; at most {MAX_SPEC_BYTES} are accepted (shorten names, paths or lists)"

@@ -47,15 +47,39 @@ const ALL: u16 = INVALID_DEPEND | BEGIN | END | FAIL | REQUEUE | STAGE_OUT;
 impl MailTypes {
     /// No events.
     pub const NONE: MailTypes = MailTypes(0);
+    /// `BEGIN`: the job started.
+    pub const BEGIN: MailTypes = MailTypes(BEGIN);
+    /// `END`: it completed or was cancelled.
+    pub const END: MailTypes = MailTypes(END);
+    /// `FAIL`: it failed (exit code, time limit, node failure).
+    pub const FAIL: MailTypes = MailTypes(FAIL);
+    /// `REQUEUE`: it was requeued.
+    pub const REQUEUE: MailTypes = MailTypes(REQUEUE);
+    /// `TIME_LIMIT`: it reached its time limit.
+    pub const TIME_LIMIT: MailTypes = MailTypes(TIME_LIMIT);
+    /// `TIME_LIMIT_90`.
+    pub const TIME_LIMIT_90: MailTypes = MailTypes(TIME_LIMIT_90);
+    /// `TIME_LIMIT_80`.
+    pub const TIME_LIMIT_80: MailTypes = MailTypes(TIME_LIMIT_80);
+    /// `TIME_LIMIT_50`.
+    pub const TIME_LIMIT_50: MailTypes = MailTypes(TIME_LIMIT_50);
+    /// `ARRAY_TASKS`: an array's tasks are mailed about one by one.
+    pub const ARRAY_TASKS: MailTypes = MailTypes(ARRAY_TASKS);
+
+    /// Whether every event of `other` is asked for.
+    pub fn contains(self, other: MailTypes) -> bool {
+        self.0 & other.0 == other.0
+    }
 
     /// Parses one `--mail-type` value. Unknown names are ignored when at least
     /// one name is known (as Slurm does); a value of unknown names only is an
-    /// error. `NONE` stops the list.
+    /// error. `NONE` makes the whole value add nothing (`BEGIN,NONE,END` is
+    /// `NONE`), as Slurm's parser does; earlier `--mail-type` options stay.
     pub fn parse(text: &str) -> Result<MailTypes, FormatError> {
         let mut bits = 0;
         for token in text.split(',').filter(|t| !t.is_empty()) {
             if token.eq_ignore_ascii_case("NONE") {
-                return Ok(MailTypes(bits));
+                return Ok(MailTypes::NONE);
             }
             if token.eq_ignore_ascii_case("ALL") {
                 bits |= ALL;
@@ -132,7 +156,7 @@ mod tests {
         );
         assert_eq!(shown("NONE"), "NONE");
         assert_eq!(shown("END,bogus"), "END");
-        assert_eq!(shown("BEGIN,NONE,END"), "BEGIN");
+        assert_eq!(shown("BEGIN,NONE,END"), "NONE");
     }
 
     #[test]

@@ -150,8 +150,11 @@ pub struct SbatchOptions {
     pub time_min: Option<TimeLimit>,
     /// The variables sbatch itself puts in the job's environment because of an
     /// option (`--open-mode` sets `SLURM_OPEN_MODE`, `--hint` `SLURM_HINT`,
-    /// `--export` `SLURM_EXPORT_ENV`, ...), whatever `--export` selects.
-    pub slurm_variables: BTreeMap<String, String>,
+    /// `--export` `SLURM_EXPORT_ENV`, ...), whatever `--export` selects, by
+    /// the option (long name) that set them: an option given again (on the
+    /// command line over an `#SBATCH` line) replaces all of its variables.
+    /// [`SbatchOptions::job_variables`] gives them.
+    pub slurm_variables: BTreeMap<String, BTreeMap<String, String>>,
     /// `--wrap` (command line only): the command to run instead of a script.
     pub wrap: Option<String>,
     /// `--parsable` (command line only).
@@ -766,10 +769,32 @@ fn find_long_or_prefix(name: &str) -> Result<&'static OptionDef, FormatError> {
     }
 }
 
-/// Records a variable sbatch sets in the job's environment.
-fn set_variable(opts: &mut SbatchOptions, name: &str, value: &str) {
+/// Records a variable that option `long` sets in the job's environment.
+fn set_variable(opts: &mut SbatchOptions, long: &str, name: &str, value: &str) {
     opts.slurm_variables
+        .entry(long.to_string())
+        .or_default()
         .insert(name.to_string(), value.to_string());
+}
+
+/// Forgets the variables option `long` set (it is given again).
+fn clear_variables(opts: &mut SbatchOptions, long: &str) {
+    opts.slurm_variables
+        .insert(long.to_string(), BTreeMap::new());
+}
+
+impl SbatchOptions {
+    /// The variables sbatch sets in the job's environment for the options
+    /// given (an explicit `--threads-per-core` over the one `--hint` implies).
+    pub fn job_variables(&self) -> BTreeMap<String, String> {
+        let mut order: Vec<(&String, &BTreeMap<String, String>)> =
+            self.slurm_variables.iter().collect();
+        order.sort_by_key(|(long, _)| long.as_str() == "threads-per-core");
+        order
+            .into_iter()
+            .flat_map(|(_, vars)| vars.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect()
+    }
 }
 
 /// The warning for an option accepted without effect, by its long name.
@@ -928,7 +953,7 @@ fn apply_flag(opts: &mut SbatchOptions, flag: Flag, long: &str) {
         Flag::Parsable => opts.parsable = true,
         Flag::TestOnly => opts.test_only = true,
         Flag::Overcommit => {
-            set_variable(opts, "SLURM_OVERCOMMIT", "1");
+            set_variable(opts, long, "SLURM_OVERCOMMIT", "1");
             no_effect(opts, long);
         }
         Flag::NoEffect => no_effect(opts, long),
@@ -976,28 +1001,35 @@ fn apply_value(
                     ));
                 }
             };
-            set_variable(opts, "SLURM_OPEN_MODE", mode);
+            clear_variables(opts, long);
+            set_variable(opts, long, "SLURM_OPEN_MODE", mode);
             no_effect(opts, long);
         }
         Value::Hint => {
-            set_variable(opts, "SLURM_HINT", text);
+            clear_variables(opts, long);
+            set_variable(opts, long, "SLURM_HINT", text);
             if text.eq_ignore_ascii_case("nomultithread") {
-                set_variable(opts, "SLURM_THREADS_PER_CORE", "1");
+                set_variable(opts, long, "SLURM_THREADS_PER_CORE", "1");
             }
             no_effect(opts, long);
         }
         Value::ThreadsPerCore => {
             let threads = parse_positive(option, text)?;
-            set_variable(opts, "SLURM_THREADS_PER_CORE", &threads.to_string());
+            set_variable(opts, long, "SLURM_THREADS_PER_CORE", &threads.to_string());
             no_effect(opts, long);
         }
         Value::NtasksPerCore => {
             let tasks = parse_positive(option, text)?;
-            set_variable(opts, "SLURM_NTASKS_PER_CORE", &tasks.to_string());
+            set_variable(opts, long, "SLURM_NTASKS_PER_CORE", &tasks.to_string());
             no_effect(opts, long);
         }
         Value::Distribution => {
-            set_variable(opts, "SLURM_DISTRIBUTION", text);
+            let (distribution, plane) = parse_distribution(text)?;
+            clear_variables(opts, long);
+            set_variable(opts, long, "SLURM_DISTRIBUTION", &distribution);
+            if let Some(size) = plane {
+                set_variable(opts, long, "SLURM_DIST_PLANESIZE", &size.to_string());
+            }
             no_effect(opts, long);
         }
         Value::NoEffect => no_effect(opts, long),
@@ -1013,7 +1045,7 @@ fn apply_value(
         Value::Array => opts.array = Some(parse_array(text, MAX_ARRAY_TASKS)?),
         Value::Dependency => {
             opts.dependency = Some(parse_dependency(text)?);
-            set_variable(opts, "SLURM_JOB_DEPENDENCY", text);
+            set_variable(opts, long, "SLURM_JOB_DEPENDENCY", text);
         }
         Value::Signal => opts.signal = Some(parse_signal_spec(text)?),
         Value::Exclusive => opts.exclusive = Some(parse_exclusive(text)?),
@@ -1021,9 +1053,10 @@ fn apply_value(
             opts.export = Some(parse_export(text)?);
             // As sbatch: anything but plain ALL is passed on, and asks the
             // node for the user's login environment.
+            clear_variables(opts, long);
             if !text.eq_ignore_ascii_case("ALL") {
-                set_variable(opts, "SLURM_EXPORT_ENV", text);
-                set_variable(opts, "SLURM_GET_USER_ENV", "1");
+                set_variable(opts, long, "SLURM_EXPORT_ENV", text);
+                set_variable(opts, long, "SLURM_GET_USER_ENV", "1");
             }
         }
         Value::Nice => opts.nice = Some(parse_nice(text)?),
@@ -1042,6 +1075,59 @@ fn apply_value(
 
 // ---------------------------------------------------------------------------
 // Option values
+
+/// `-m/--distribution`: `block`, `cyclic`, `arbitrary`, `plane=N` or `*`,
+/// then up to two levels of `block`, `cyclic`, `fcyclic` or `*` after `:`, and
+/// `,Pack` or `,NoPack`, case-insensitive as Slurm reads them. Returns the
+/// form `SLURM_DISTRIBUTION` takes (lowercase, `plane` without its size) and
+/// the plane size.
+fn parse_distribution(text: &str) -> Result<(String, Option<u32>), FormatError> {
+    let invalid = || {
+        FormatError::new(
+            FORMAT,
+            text,
+            "Invalid --distribution specification: give block, cyclic, plane=N or arbitrary, \
+             optionally followed by :block, :cyclic or :fcyclic",
+        )
+    };
+    let lower = text.to_ascii_lowercase();
+    let (levels, pack) = match lower.split_once(',') {
+        Some((levels, pack)) => (levels, Some(pack)),
+        None => (lower.as_str(), None),
+    };
+    if pack.is_some_and(|p| p != "pack" && p != "nopack") {
+        return Err(invalid());
+    }
+    let mut parts = levels.split(':');
+    let first = parts.next().unwrap_or_default();
+    let (first, plane) = match first.split_once('=') {
+        Some(("plane", size)) => (
+            "plane",
+            Some(
+                size.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(invalid)?,
+            ),
+        ),
+        None if ["block", "cyclic", "arbitrary", "*"].contains(&first) => (first, None),
+        _ => return Err(invalid()),
+    };
+    let rest: Vec<&str> = parts.collect();
+    if rest.len() > 2
+        || rest
+            .iter()
+            .any(|level| !["block", "cyclic", "fcyclic", "*"].contains(level))
+    {
+        return Err(invalid());
+    }
+    let mut distribution = first.to_string();
+    for level in rest {
+        distribution.push(':');
+        distribution.push_str(level);
+    }
+    Ok((distribution, plane))
+}
 
 /// A whole number above zero that fits in `u32`.
 fn parse_positive(option: &str, text: &str) -> Result<u32, FormatError> {
@@ -1666,9 +1752,17 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             mail_user: Some("me@example.org".into()),
             time_min: None,
             slurm_variables: BTreeMap::from([
-                ("SLURM_EXPORT_ENV".to_string(), "NONE".to_string()),
-                ("SLURM_GET_USER_ENV".to_string(), "1".to_string()),
-                ("SLURM_JOB_DEPENDENCY".to_string(), "singleton".to_string()),
+                (
+                    "dependency".to_string(),
+                    BTreeMap::from([("SLURM_JOB_DEPENDENCY".to_string(), "singleton".to_string())]),
+                ),
+                (
+                    "export".to_string(),
+                    BTreeMap::from([
+                        ("SLURM_EXPORT_ENV".to_string(), "NONE".to_string()),
+                        ("SLURM_GET_USER_ENV".to_string(), "1".to_string()),
+                    ]),
+                ),
             ]),
             wrap: Some("true".into()),
             parsable: true,

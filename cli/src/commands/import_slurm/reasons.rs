@@ -208,7 +208,7 @@ pub fn setting(key: &str) -> Option<&'static str> {
         "jobfileappend" => {
             "corral opens job output files itself; sbatch's --open-mode is accepted and has no effect"
         }
-        "mailprog" | "maildomain" => "corral sends no mail",
+        "maildomain" => "corral mails the address --mail-user gives, or the user's name as it is",
         "privatedata" => {
             "corral shows every user the queue and nodes; a user acts only on their own jobs unless an operator or admin"
         }

@@ -93,6 +93,15 @@ pub fn read(
                 leader.kill_wait = format_seconds(kept);
                 origins.came_from("leader.kill_wait", pair);
             }
+            "mailprog" if pair.value.trim().starts_with('/') => {
+                leader.mail_program = Some(pair.value.trim().to_string());
+                origins.came_from("leader.mail_program", pair);
+            }
+            "mailprog" => notes.not_carried(
+                "",
+                pair,
+                "corral runs the mail program by absolute path; set [leader] mail_program to one",
+            ),
             "preemptexempttime" => {
                 let seconds = if pair.value.trim() == "-1" {
                     0

@@ -209,11 +209,15 @@ fn every_syntax_form_includes_defaults_continuations_and_unknown_keys() {
     assert_eq!(partition("forever").hostlist, "dev[0,2,4,6]");
     assert_eq!(partition("always").max_time, TimeLimit::Unlimited);
     assert_eq!(loaded.leader.kill_wait_ms, 45_000);
+    // MailProg is the leader's mail program (the escaped hash is part of it).
+    assert_eq!(
+        loaded.leader.mail_program,
+        Some(std::path::PathBuf::from("/usr/bin/mail#1"))
+    );
     let (not_carried, _) = notes(&imported);
     for key in [
         "Frobnicate=yes (forms/slurm.conf:6): not a slurm.conf key",
         "Colour=blue on PartitionName lines (forms/slurm.conf:24): not a PartitionName key",
-        "MailProg=/usr/bin/mail#1 (forms/slurm.conf:5)",
         "ControlMachine=tux0",
         "SlurmctldPort=6817 (forms/slurm.conf:7)",
         "SlurmdPort=6818 (forms/slurm.conf:7)",

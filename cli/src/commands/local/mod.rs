@@ -379,6 +379,10 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             Some(site) => site.controller_text(*id, &replicas, &listen, &dir)?,
             None => config_text(*id, &replicas, &listen, &nodes, &node_gpus, &users, &dir),
         };
+        let text = match &args.mail_program {
+            Some(program) => with_mail_program(text, &absolute(program)?)?,
+            None => text,
+        };
         std::fs::write(config_dir.join("corral.toml"), text)?;
         process::spawn(
             &dir,
@@ -671,6 +675,23 @@ fn network_of(dir: &Path) -> anyhow::Result<Faults> {
          (as root) or `corral local up --fault-proxy`",
         dir.display()
     )
+}
+
+/// `text` (a corral.toml) with `[leader] mail_program` set to `program`.
+fn with_mail_program(text: String, program: &Path) -> anyhow::Result<String> {
+    if text.contains("\nmail_program") {
+        bail!(
+            "the site configuration sets [leader] mail_program already; drop --mail-program or that key"
+        );
+    }
+    let line = format!("mail_program = {:?}", program.display().to_string());
+    Ok(match text.find("\n[leader]\n") {
+        Some(at) => {
+            let after = at + "\n[leader]\n".len();
+            format!("{}{line}\n{}", &text[..after], &text[after..])
+        }
+        None => format!("{text}\n[leader]\n{line}\n"),
+    })
 }
 
 /// CPUs of a local node (as its configuration says).

@@ -7,6 +7,7 @@
 //! SIGUSR1, SIGUSR2) to every task, and exits with the worst task's status.
 //! The step itself runs in the agents: `srun` dying aborts it.
 
+mod files;
 mod output;
 mod request;
 mod terminal;
@@ -246,6 +247,8 @@ where
                 Some(signal(SignalKind::window_change()).context("srun: cannot catch SIGWINCH")?);
         }
     }
+    let job_id = request.job.0;
+    let local = files::redirection(args.output.as_deref(), args.error.as_deref()).local;
     write_frame(&mut writer, &StepControl::Run(Box::new(request))).await?;
     let (events_tx, mut events) = mpsc::channel::<StepEvent>(256);
     tokio::spawn(async move {
@@ -260,7 +263,8 @@ where
     let mut printer = OutputPrinter::new(args.label, 1);
     let mut worst = 0i32;
     let mut killing = false;
-    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let (mut stdout, mut stderr): (Box<dyn Write>, Box<dyn Write>) =
+        (Box::new(std::io::stdout()), Box::new(std::io::stderr()));
     let finished = loop {
         tokio::select! {
             event = events.recv() => {
@@ -270,6 +274,22 @@ where
                     StepEvent::Started(layout) => {
                         printer = OutputPrinter::new(args.label, layout.ntasks());
                         input = source.take().map(read_input);
+                        let env: BTreeMap<String, String> = std::env::vars().collect();
+                        match files::open_local(&local, (job_id, layout.step), &env) {
+                            Ok((out, err)) => {
+                                if let Some(file) = out {
+                                    stdout = Box::new(file);
+                                }
+                                if let Some(file) = err {
+                                    stderr = Box::new(file);
+                                }
+                            }
+                            Err(message) => {
+                                eprintln!("srun: error: {message}");
+                                let _ = write_frame(&mut writer, &StepControl::Signal(Signal::KILL)).await;
+                                return Ok(1);
+                            }
+                        }
                     }
                     StepEvent::Output { task, stream, data } => {
                         let out: &mut dyn Write = match stream {

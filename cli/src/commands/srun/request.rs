@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use corral_proto::step::{
-    SrunRequest, StepInput, StepShapeRequest, TaskDistribution, TaskFiles, TerminalSize,
+    SrunRequest, StepInput, StepShapeRequest, TaskDistribution, TerminalSize,
 };
 use corral_state::ids::JobId;
 use corral_state::slurm::hostlist;
@@ -56,34 +56,40 @@ pub fn build(
         input,
         // srun fills in its terminal's size.
         pty: args.allocation.pty.then(TerminalSize::default),
-        files: TaskFiles {
-            stdout: args.output.clone(),
-            stderr: args.error.clone(),
-        },
+        files: super::files::redirection(args.output.as_deref(), args.error.as_deref()).tasks,
     })
 }
 
 /// `-m/--distribution` (or `SLURM_DISTRIBUTION`, which sbatch's `-m` sets):
 /// its first level, `block` or `cyclic` (`*` is the default, block); a second
 /// level (`block:cyclic`) places tasks on sockets, which corral does not do.
+/// `plane` and `arbitrary` given to srun are refused; inherited from the
+/// batch script's `-m`, they lay steps out by block (sbatch accepted them).
 fn distribution(
     args: &SrunArgs,
     env: &BTreeMap<String, String>,
-) -> Result<TaskDistribution, String> {
-    let Some(text) = args
-        .distribution
-        .as_deref()
-        .or(env.get("SLURM_DISTRIBUTION").map(String::as_str))
-    else {
-        return Ok(TaskDistribution::Block);
+) -> Result<Option<TaskDistribution>, String> {
+    let first_level = |text: &str| match text
+        .split([':', ','])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "block" | "*" | "" => Some(TaskDistribution::Block),
+        "cyclic" => Some(TaskDistribution::Cyclic),
+        _ => None,
     };
-    match text.split([':', ',']).next().unwrap_or_default() {
-        "block" | "*" | "" => Ok(TaskDistribution::Block),
-        "cyclic" => Ok(TaskDistribution::Cyclic),
-        _ => Err(format!(
-            "--distribution={text}: corral deals tasks to nodes by block or cyclic only (not plane or arbitrary); use -m block or -m cyclic"
-        )),
+    if let Some(text) = args.distribution.as_deref() {
+        return first_level(text).map(Some).ok_or_else(|| {
+            format!(
+                "--distribution={text}: corral deals tasks to nodes by block or cyclic only (not plane or arbitrary); use -m block or -m cyclic"
+            )
+        });
     }
+    Ok(env
+        .get("SLURM_DISTRIBUTION")
+        .map(|text| first_level(text).unwrap_or(TaskDistribution::Block)))
 }
 
 /// `--gpus-per-task=[TYPE:]N`: the step's own; the job's applies without it.
@@ -203,6 +209,7 @@ fn exported(
 mod tests {
     use super::*;
     use clap::Parser;
+    use corral_proto::step::TaskStream;
 
     fn args(line: &[&str]) -> SrunArgs {
         let mut argv = vec!["corral", "srun"];
@@ -292,21 +299,28 @@ mod tests {
         let files = build(&args(&["-o", "out-%t", "-e", "err-%t", "x"]), &vars, "/")
             .expect("request")
             .files;
-        assert_eq!(files.stdout.as_deref(), Some("out-%t"));
-        assert_eq!(files.stderr.as_deref(), Some("err-%t"));
+        assert_eq!(files.stdout, TaskStream::NodeFile("out-%t".into()));
+        assert_eq!(files.stderr, TaskStream::NodeFile("err-%t".into()));
         let cyclic = build(&args(&["-m", "cyclic", "x"]), &vars, "/").expect("request");
-        assert_eq!(cyclic.shape.distribution, TaskDistribution::Cyclic);
+        assert_eq!(cyclic.shape.distribution, Some(TaskDistribution::Cyclic));
         let block = build(&args(&["-m", "block:cyclic", "x"]), &vars, "/").expect("request");
-        assert_eq!(block.shape.distribution, TaskDistribution::Block);
+        assert_eq!(block.shape.distribution, Some(TaskDistribution::Block));
         assert!(
             build(&args(&["-m", "plane=4", "x"]), &vars, "/")
                 .unwrap_err()
                 .contains("block or cyclic")
         );
-        // sbatch -m cyclic reaches srun through the batch environment.
+        // sbatch -m cyclic reaches srun through the batch environment; an
+        // inherited plane (sbatch accepted it) lays the step out by block.
         let inherited = env(&[("SLURM_JOB_ID", "1"), ("SLURM_DISTRIBUTION", "cyclic")]);
         let request = build(&args(&["x"]), &inherited, "/").expect("request");
-        assert_eq!(request.shape.distribution, TaskDistribution::Cyclic);
+        assert_eq!(request.shape.distribution, Some(TaskDistribution::Cyclic));
+        let plane = env(&[("SLURM_JOB_ID", "1"), ("SLURM_DISTRIBUTION", "plane")]);
+        let request = build(&args(&["x"]), &plane, "/").expect("request");
+        assert_eq!(request.shape.distribution, Some(TaskDistribution::Block));
+        // Without -m, the agent chooses as srun does.
+        let plain = build(&args(&["x"]), &vars, "/").expect("request");
+        assert_eq!(plain.shape.distribution, None);
         let bound = build(&args(&["--gpus-per-task=a100:2", "x"]), &vars, "/").expect("request");
         assert_eq!(bound.shape.gpus_per_task, Some(2));
         assert!(build(&args(&["--gpus-per-task=some", "x"]), &vars, "/").is_err());

@@ -98,6 +98,10 @@ pub struct LeaderSection {
     /// (cancel, time limit, requeue, node failure of a gang), as a Slurm
     /// duration (`00:00:30`; a bare number is minutes).
     pub kill_wait: String,
+    /// Slurm's MailProg: the program the leader runs for `--mail-type`
+    /// notices, as `PROGRAM -s SUBJECT RECIPIENT` (an absolute path, e.g.
+    /// `/usr/bin/mail`). Without it no mail is sent.
+    pub mail_program: Option<String>,
 }
 
 /// `kill_wait`'s default, seconds.
@@ -109,6 +113,7 @@ impl Default for LeaderSection {
             schedule_interval_ms: 1_000,
             tick_interval_ms: 1_000,
             kill_wait: format_time_limit(TimeLimit::Seconds(DEFAULT_KILL_WAIT_SECONDS)),
+            mail_program: None,
         }
     }
 }

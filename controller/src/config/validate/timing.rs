@@ -64,7 +64,25 @@ pub(crate) fn leader(section: &LeaderSection) -> Checked<LeaderSettings> {
         )?,
         tick_interval_ms: positive("leader.tick_interval_ms", section.tick_interval_ms)?,
         kill_wait_ms: kill_wait * 1_000,
+        mail_program: mail_program(section.mail_program.as_deref())?,
     })
+}
+
+/// `leader.mail_program`: an absolute path (the leader runs it with a clean
+/// environment, so a bare name would depend on nothing it can see).
+fn mail_program(text: Option<&str>) -> Checked<Option<std::path::PathBuf>> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if !text.starts_with('/') {
+        return Err(Refusal::new(
+            "leader.mail_program",
+            format!(
+                "{text:?} is not an absolute path; give the program's full path, such as /usr/bin/mail"
+            ),
+        ));
+    }
+    Ok(Some(std::path::PathBuf::from(text)))
 }
 
 /// Liveness: a lease spans at least four heartbeats: an agent looks for a

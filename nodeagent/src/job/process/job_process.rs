@@ -16,7 +16,7 @@ use nix::unistd::{Pid, geteuid};
 use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
 use super::launch::{command_as, setsid_program};
-use super::task_pid::{script_with_task_pid, with_task_pid};
+use super::task_pid::with_task_pid;
 use super::{ProcessError, ProcessSpec, TaskIo, TaskSpec};
 use corral_proto::step::TerminalSize;
 
@@ -55,8 +55,7 @@ impl JobProcess {
         check_workdir(&spec.workdir)?;
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
-        let (program, args) =
-            script_with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
         let mut command = command_as(&program, &args, spec.user.as_ref(), &spec.env)?;
         command
             .current_dir(&spec.workdir)
@@ -238,8 +237,8 @@ impl JobProcess {
 const BUSY_RETRIES: u32 = 20;
 
 /// `srun -o/-e`'s files for a task, opened as a batch script's are (as the
-/// user, appended to): standard error follows standard output's file unless
-/// it has its own, and a stream without a file goes to a pipe.
+/// user, appended to; one file once when both streams name it); a stream
+/// without a file goes to a pipe.
 fn open_task_files(
     spec: &TaskSpec,
     stdout: Option<&Path>,
@@ -252,7 +251,7 @@ fn open_task_files(
         env: BTreeMap::new(),
         workdir: spec.workdir.clone(),
         stdout: stdout.unwrap_or(null).to_path_buf(),
-        stderr: stderr.or(stdout).unwrap_or(null).to_path_buf(),
+        stderr: stderr.unwrap_or(null).to_path_buf(),
         stdin: None,
         user: spec.user.clone(),
     };
@@ -262,7 +261,7 @@ fn open_task_files(
         Some(_) => opened.stdout,
         None => Stdio::piped(),
     };
-    let err = match stderr.or(stdout) {
+    let err = match stderr {
         Some(_) => opened.stderr,
         None => Stdio::piped(),
     };

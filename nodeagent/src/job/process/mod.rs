@@ -15,7 +15,7 @@ mod launch;
 mod output_paths;
 mod proc_table;
 mod script;
-mod task_pid;
+pub mod task_pid;
 mod usage;
 mod user;
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_proto::step::TaskFiles;
+use corral_proto::step::{TaskFiles, TaskStream};
 use corral_state::job::Job;
 use corral_state::slurm::filename_pattern::{PatternValues, expand_pattern};
 
@@ -51,10 +51,10 @@ pub fn output_paths(job: &Job, node: &str, workdir: &Path) -> (PathBuf, PathBuf)
     (path(stdout_pattern), path(stderr_pattern))
 }
 
-/// The files a task of `srun -o/-e` writes on `node` (`%t` its rank, `%s` the
+/// Where a task of `srun -o/-e` writes on `node` (`%t` its rank, `%s` the
 /// step, `%n` the node's index in the attempt), relative patterns taken from
-/// `workdir`; `None` for a stream that goes to `srun`. A pattern that does not
-/// expand is used as written.
+/// `workdir`: a file, `/dev/null` for a stream discarded, or `None` for one
+/// that goes to `srun`. A pattern that does not expand is used as written.
 pub fn task_output_paths(
     job: &Job,
     files: &TaskFiles,
@@ -77,12 +77,14 @@ pub fn task_output_paths(
         task_id: task,
         step: Some(step),
     };
-    let path = |pattern: &String| {
-        let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.clone());
-        workdir.join(expanded)
+    let path = |stream: &TaskStream| match stream {
+        TaskStream::Srun => None,
+        TaskStream::OnlyTask(only) if *only == task => None,
+        TaskStream::Discard | TaskStream::OnlyTask(_) => Some(PathBuf::from("/dev/null")),
+        TaskStream::NodeFile(pattern) => {
+            let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.clone());
+            Some(workdir.join(expanded))
+        }
     };
-    (
-        files.stdout.as_ref().map(path),
-        files.stderr.as_ref().map(path),
-    )
+    (path(&files.stdout), path(&files.stderr))
 }

@@ -1,36 +1,61 @@
 //! `SLURM_TASK_PID`: the pid of the process the agent starts, which exists only
 //! after the fork. slurmstepd sets it between fork and exec; corral, which
-//! forbids `unsafe` (and so `pre_exec`), starts the program through
-//! `/bin/sh -c 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$0" "$@"'`:
-//! `exec` keeps the shell's pid, so the variable names the program's own pid.
+//! forbids `unsafe` (and so `pre_exec`), starts the program through its own
+//! binary: `corral-agent task-exec -- PROGRAM ARGS...` adds the variable with
+//! its own pid and `exec`s the program, which keeps that pid. The environment
+//! passes through untouched (a shell would drop exported functions such as
+//! Lmod's `BASH_FUNC_module%%`), and an `exec` refused with "Text file busy"
+//! (a batch script just written while another fork held it open) is retried.
 //!
-//! The shell is used only when the program will be found, so that a missing
-//! or non-executable program is still refused at the spawn with the agent's
-//! own message, not as the shell's exit status 127.
-//!
-//! A batch script the agent has just written is not exec'd by the shell:
-//! while any process forked meanwhile still holds the file open for writing,
-//! `exec` fails with "Text file busy", which the agent's own spawn retries
-//! but a shell cannot. Its `#!` line is read instead and the interpreter is
-//! exec'd with the script's path, exactly the arguments the kernel would give
-//! it (`interpreter [argument] script args...`).
+//! The wrapper is used only once the agent named its binary
+//! ([`use_wrapper`]) and when the program will be found, so that a missing or
+//! non-executable program is still refused at the spawn with the agent's own
+//! message. An `exec` the wrapper cannot do ends it with a message on the
+//! task's standard error and status 127 (not found) or 126, as a shell's.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::time::Duration;
 
-/// The shell that sets the variable and execs the program.
-const SHELL: &str = "/bin/sh";
-/// The shell's script: `$0` is the program, `$@` its arguments.
-const SCRIPT: &str = r#"SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$0" "$@""#;
-/// Where a bare program name is looked for when the environment has no `PATH`
-/// (the shell's own default).
+/// The subcommand of `corral-agent` that execs a job's program.
+pub const SUBCOMMAND: &str = "task-exec";
+/// Where a bare program name is looked for when the environment has no `PATH`.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// How long "Text file busy" is retried.
+const BUSY_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The agent's binary, once it said jobs may be started through it.
+static WRAPPER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Starts programs through `agent_binary task-exec` from now on. Refused
+/// (with the reason, and `SLURM_TASK_PID` then unset) when jobs run as other
+/// users and one could not execute the binary: it and every directory above
+/// it must be executable by all.
+pub fn use_wrapper(agent_binary: PathBuf, switches_users: bool) -> Result<(), String> {
+    if switches_users
+        && let Some(private) = agent_binary
+            .ancestors()
+            .find(|p| !std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+    {
+        return Err(format!(
+            "{} is not executable by every user, so jobs cannot start through {}: \
+             SLURM_TASK_PID will not be set (install corral-agent where all may run it)",
+            private.display(),
+            agent_binary.display()
+        ));
+    }
+    let _ = WRAPPER.set(agent_binary);
+    Ok(())
+}
 
 /// The program and arguments to start so that `program args` runs with
-/// `SLURM_TASK_PID` set to its pid; `program args` unchanged when the shell or
-/// the program cannot be found (the spawn then reports why).
+/// `SLURM_TASK_PID` set to its pid; `program args` unchanged without a wrapper
+/// or when the program cannot be found (the spawn then reports why).
 pub(super) fn with_task_pid(
     program: &Path,
     args: &[String],
@@ -43,57 +68,15 @@ pub(super) fn with_task_pid(
             args.iter().map(OsString::from).collect(),
         )
     };
-    if !executable(Path::new(SHELL)) || !found(program, env, workdir) {
+    let Some(wrapper) = WRAPPER.get() else {
+        return unchanged();
+    };
+    if !found(program, env, workdir) {
         return unchanged();
     }
-    let mut wrapped: Vec<OsString> = vec!["-c".into(), SCRIPT.into(), program.into()];
+    let mut wrapped: Vec<OsString> = vec![SUBCOMMAND.into(), "--".into(), program.into()];
     wrapped.extend(args.iter().map(OsString::from));
-    (PathBuf::from(SHELL), wrapped)
-}
-
-/// [`with_task_pid`] for a batch script: its interpreter started through the
-/// shell with the script's path, or the script unchanged when it has no
-/// usable `#!` line.
-pub(super) fn script_with_task_pid(
-    script: &Path,
-    args: &[String],
-    env: &BTreeMap<String, String>,
-    workdir: &Path,
-) -> (PathBuf, Vec<OsString>) {
-    let Some((interpreter, argument)) = interpreter_of(script) else {
-        return with_task_pid(script, args, env, workdir);
-    };
-    if !executable(&workdir.join(&interpreter)) {
-        return (
-            script.to_path_buf(),
-            args.iter().map(OsString::from).collect(),
-        );
-    }
-    let mut interpreter_args: Vec<String> = argument.into_iter().collect();
-    interpreter_args.push(script.to_string_lossy().into_owned());
-    interpreter_args.extend(args.iter().cloned());
-    with_task_pid(&interpreter, &interpreter_args, env, workdir)
-}
-
-/// The interpreter of a `#!` line and its one optional argument, split as
-/// Linux splits it: the path up to the first blank, then the rest of the line
-/// with blanks trimmed.
-fn interpreter_of(script: &Path) -> Option<(PathBuf, Option<String>)> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let read = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
-    let line = head[..read].split(|b| *b == b'\n').next()?;
-    let line = std::str::from_utf8(line.strip_prefix(b"#!")?).ok()?;
-    let line = line.trim_matches([' ', '\t', '\r']);
-    let (path, rest) = line.split_once([' ', '\t']).unwrap_or((line, ""));
-    if path.is_empty() {
-        return None;
-    }
-    let rest = rest.trim_matches([' ', '\t']);
-    Some((
-        PathBuf::from(path),
-        (!rest.is_empty()).then(|| rest.to_string()),
-    ))
+    (wrapper.clone(), wrapped)
 }
 
 /// Whether `exec` will find `program`: a path (relative to `workdir`) that is
@@ -114,83 +97,69 @@ fn executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// `corral-agent task-exec -- PROGRAM ARGS...`: execs the program with
+/// `SLURM_TASK_PID` set to this process's pid; returns only when it cannot.
+pub fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let mut args = args.skip_while(|a| a == "--");
+    let Some(program) = args.next() else {
+        eprintln!("corral-agent {SUBCOMMAND}: no program given");
+        return ExitCode::from(2);
+    };
+    let rest: Vec<OsString> = args.collect();
+    let started = std::time::Instant::now();
+    let error = loop {
+        let error = std::process::Command::new(&program)
+            .args(&rest)
+            .env("SLURM_TASK_PID", std::process::id().to_string())
+            .exec();
+        let busy = error.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32);
+        if !busy || started.elapsed() > BUSY_PATIENCE {
+            break error;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!(
+        "corral-agent: cannot run {}: {error}",
+        Path::new(&program).display()
+    );
+    match error.kind() {
+        std::io::ErrorKind::NotFound => ExitCode::from(127),
+        _ => ExitCode::from(126),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env_with_path(path: &str) -> BTreeMap<String, String> {
-        BTreeMap::from([("PATH".to_string(), path.to_string())])
-    }
-
     #[test]
-    fn a_program_found_is_started_through_the_shell() {
-        let (program, args) = with_task_pid(
-            Path::new("true"),
-            &["x".into()],
-            &env_with_path("/nonexistent:/usr/bin:/bin"),
-            Path::new("/"),
-        );
-        assert_eq!(program, PathBuf::from(SHELL));
-        assert_eq!(args, ["-c", SCRIPT, "true", "x"].map(OsString::from));
-    }
-
-    #[test]
-    fn a_missing_program_is_left_for_the_spawn_to_refuse() {
-        let (program, args) = with_task_pid(
+    fn programs_are_found_as_exec_would_find_them() {
+        let path = BTreeMap::from([("PATH".to_string(), "/nonexistent:/usr/bin:/bin".to_string())]);
+        assert!(found(Path::new("true"), &path, Path::new("/")));
+        assert!(!found(
             Path::new("no-such-program-here"),
-            &["x".into()],
-            &env_with_path("/usr/bin:/bin"),
-            Path::new("/"),
-        );
-        assert_eq!(program, PathBuf::from("no-such-program-here"));
-        assert_eq!(args, [OsString::from("x")]);
-        let dir = std::env::temp_dir();
-        let (program, _) = with_task_pid(Path::new("./not-here.sh"), &[], &BTreeMap::new(), &dir);
-        assert_eq!(program, PathBuf::from("./not-here.sh"));
+            &path,
+            Path::new("/")
+        ));
+        assert!(!found(
+            Path::new("./not-here.sh"),
+            &BTreeMap::new(),
+            &std::env::temp_dir()
+        ));
     }
 
     #[test]
-    fn a_script_is_started_through_its_interpreter() {
+    fn a_binary_only_root_may_run_is_refused_as_a_wrapper_for_other_users() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let script = dir.path().join("job.sh");
-        std::fs::write(&script, "#!/usr/bin/env  sh -e \necho hi\n").expect("write");
-        let (program, args) =
-            script_with_task_pid(&script, &["a".into()], &BTreeMap::new(), dir.path());
-        assert_eq!(program, PathBuf::from(SHELL));
-        let script_arg = script.clone().into_os_string();
-        assert_eq!(
-            args,
-            [
-                OsString::from("-c"),
-                SCRIPT.into(),
-                "/usr/bin/env".into(),
-                "sh -e".into(),
-                script_arg,
-                "a".into()
-            ]
+        let private = dir.path().join("private");
+        std::fs::create_dir(&private).expect("mkdir");
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let binary = private.join("corral-agent");
+        std::fs::write(&binary, "").expect("write");
+        let refused = use_wrapper(binary, true).expect_err("private");
+        assert!(
+            refused.contains("not executable by every user"),
+            "{refused}"
         );
-        std::fs::write(&script, "echo no interpreter line\n").expect("write");
-        let (program, _) = script_with_task_pid(&script, &[], &BTreeMap::new(), dir.path());
-        assert_eq!(program, script, "left for the spawn to refuse");
-    }
-
-    #[test]
-    fn the_program_sees_its_own_pid() {
-        let (program, args) = with_task_pid(
-            Path::new("sh"),
-            &["-c".into(), "echo $SLURM_TASK_PID $$".into()],
-            &env_with_path("/usr/bin:/bin"),
-            Path::new("/"),
-        );
-        let out = std::process::Command::new(program)
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .output()
-            .expect("runs");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let pids: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(pids.len(), 2, "{text}");
-        assert_eq!(pids[0], pids[1], "{text}");
     }
 }
