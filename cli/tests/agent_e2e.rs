@@ -218,6 +218,14 @@ fn the_leader_mails_begin_and_end_through_the_mail_program() {
         lines[1].ends_with(", COMPLETED, ExitCode 0|ops@example.org|Ended|COMPLETED"),
         "{mails}"
     );
+    let config = support::slurm_link(&cluster, "scontrol", &support::me(), &["show", "config"]);
+    let config = String::from_utf8_lossy(&config.stdout);
+    assert!(
+        config
+            .lines()
+            .any(|l| l.starts_with("MailProg ") && l.ends_with(&format!("= {}", program.display()))),
+        "{config}"
+    );
 }
 
 /// A training job that resumes from the step in `CORRAL_RESUME_FROM` and

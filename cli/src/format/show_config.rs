@@ -26,6 +26,8 @@ pub struct ConfigRecord<'a> {
     pub topology_blocks: u32,
     /// KillWait of the controller that answered, seconds.
     pub kill_wait_secs: u64,
+    /// MailProg of the controller that answered, when it has one.
+    pub mail_program: Option<&'a str>,
     /// The controllers' client addresses, in replica id order.
     pub controllers: &'a [String],
     /// When the settings were read (the state's clock).
@@ -42,6 +44,9 @@ pub fn show_config(record: &ConfigRecord<'_>) -> String {
     pair("ClusterName", config.cluster_name.clone());
     pair("GresTypes", "gpu".into());
     pair("KillWait", format!("{} sec", record.kill_wait_secs));
+    if let Some(program) = record.mail_program {
+        pair("MailProg", program.to_string());
+    }
     pair("MaxArraySize", config.max_array_tasks.to_string());
     pair("MaxJobCount", config.max_active_jobs.to_string());
     pair("PreemptExemptTime", duration(config.preempt_exempt_seconds));
@@ -165,6 +170,7 @@ mod tests {
             topology_switches: 3,
             topology_blocks: 0,
             kill_wait_secs: 10,
+            mail_program: None,
             controllers,
             as_of: t(0),
         }

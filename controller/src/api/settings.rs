@@ -1,6 +1,6 @@
 //! `ClusterSettings` (scontrol show config): the replicated cluster settings
 //! (`ClusterConfig`), the shape of the configured topology, and the answering
-//! replica's own KillWait. Anyone may read them, as any Slurm user may run
+//! replica's own KillWait and MailProg. Anyone may read them, as any Slurm user may run
 //! `scontrol show config`.
 
 use corral_proto::api::ClusterSettingsReply;
@@ -12,6 +12,13 @@ use super::{ApiContext, status};
 /// The settings as this replica has applied them.
 pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
     let kill_wait_ms = ctx.config.leader.kill_wait_ms;
+    let mail_program = ctx
+        .config
+        .leader
+        .mail_program
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     ctx.replica
         .read_local(|state| {
             let topology = state.topology();
@@ -21,6 +28,7 @@ pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
                 topology_switches: count(topology.switches.len()),
                 topology_blocks: count(topology.blocks.len()),
                 kill_wait_ms,
+                mail_program,
                 as_of_ms: state.clock().as_ms(),
             })
         })

@@ -36,6 +36,7 @@ pub async fn show(cluster: &Cluster) -> anyhow::Result<ExitCode> {
             topology_switches: reply.topology_switches,
             topology_blocks: reply.topology_blocks,
             kill_wait_secs: reply.kill_wait_ms / 1000,
+            mail_program: (!reply.mail_program.is_empty()).then_some(reply.mail_program.as_str()),
             controllers: &controllers,
             as_of: Timestamp(reply.as_of_ms),
         })
