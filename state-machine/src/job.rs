@@ -122,6 +122,10 @@ pub struct JobSpec {
     pub excluded_nodes: Vec<String>,
     /// `--comment`.
     pub comment: Option<String>,
+    // The fields below came with stored format 2. `serde(default)` serves the
+    // JSON records an older controller sends a newer CLI; postcard (the log,
+    // snapshots) always encodes them, and format 1 is read through
+    // `format_v1`, never through these defaults.
     /// `--time-min`: the least time limit the job would accept (scontrol's
     /// `TimeMin`). Kept and shown; corral schedules with the time limit only.
     #[serde(default)]
