@@ -157,6 +157,14 @@ const MANAGED: &[&str] = &[
 /// An environment being built.
 type Env = BTreeMap<String, String>;
 
+/// GPU indices as the variables list them: `0,1,2,3`.
+fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Sets `name` to `value`, replacing what was there.
 fn set(env: &mut Env, name: &str, value: impl Display) {
     env.insert(name.to_string(), value.to_string());

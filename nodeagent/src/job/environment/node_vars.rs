@@ -2,7 +2,7 @@
 //! the GPUs the job holds on it.
 
 use super::layout::NodeLayout;
-use super::{Env, LaunchContext, NO_GPU_DEVICES, set};
+use super::{Env, LaunchContext, NO_GPU_DEVICES, gpu_list, set};
 
 /// Sets `SLURMD_NODENAME`, `HOSTNAME`, `SLURM_TOPOLOGY_ADDR` and its pattern
 /// (the node alone, `node`, in a flat cluster, as Slurm's `topology/none`),
@@ -43,11 +43,7 @@ pub(super) fn add(env: &mut Env, ctx: &LaunchContext<'_>, layout: &NodeLayout<'_
         set(env, "CUDA_VISIBLE_DEVICES", NO_GPU_DEVICES);
         return;
     }
-    let list = gpus
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    let list = gpu_list(&gpus);
     set(env, "CUDA_VISIBLE_DEVICES", &list);
     set(env, "GPU_DEVICE_ORDINAL", &list);
     set(env, "SLURM_JOB_GPUS", &list);

@@ -13,7 +13,7 @@ use corral_proto::step::StepLayout;
 use corral_state::slurm::hostlist;
 use corral_state::slurm::repeated_counts::compress_counts;
 
-use super::{Env, NO_GPU_DEVICES, TaskPlacement, set};
+use super::{Env, NO_GPU_DEVICES, TaskPlacement, gpu_list, set};
 
 /// Sets the task's `SLURM_PROCID`, `SLURM_LOCALID` and `SLURM_NODEID` (its
 /// node's index among the step's nodes), the step's `SLURM_STEP_ID` /
@@ -73,11 +73,7 @@ fn add_gpus(env: &mut Env, step: &StepLayout, task: TaskPlacement, node_gpus: &[
         }
         return;
     }
-    let list = gpus
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    let list = gpu_list(&gpus);
     set(env, "SLURM_STEP_GPUS", &list);
     if step.gpus_per_task.is_some() {
         set(env, "CUDA_VISIBLE_DEVICES", &list);

@@ -28,22 +28,7 @@ pub fn output_paths(job: &Job, node: &str, workdir: &Path) -> (PathBuf, PathBuf)
     };
     let stdout_pattern = job.spec.stdout.as_deref().unwrap_or(default);
     let stderr_pattern = job.spec.stderr.as_deref().unwrap_or(stdout_pattern);
-    let node_id = job
-        .current_attempt()
-        .and_then(|attempt| NodeLayout::of(attempt).index_of(node))
-        .and_then(|index| u32::try_from(index).ok())
-        .unwrap_or(0);
-    let values = PatternValues {
-        job_id: job.id.0,
-        array_job_id: job.array.map(|task| task.array_job_id.0),
-        array_task_id: job.array.map(|task| task.task_id),
-        job_name: &job.spec.name,
-        user: &job.spec.user,
-        node,
-        node_id,
-        task_id: 0,
-        step: None,
-    };
+    let values = pattern_values(job, node, 0, None);
     let path = |pattern: &str| {
         let expanded = expand_pattern(pattern, &values).unwrap_or_else(|_| pattern.to_string());
         workdir.join(expanded)
@@ -61,22 +46,7 @@ pub fn task_output_paths(
     (node, step, task): (&str, u32, u32),
     workdir: &Path,
 ) -> (Option<PathBuf>, Option<PathBuf>) {
-    let node_id = job
-        .current_attempt()
-        .and_then(|attempt| NodeLayout::of(attempt).index_of(node))
-        .and_then(|index| u32::try_from(index).ok())
-        .unwrap_or(0);
-    let values = PatternValues {
-        job_id: job.id.0,
-        array_job_id: job.array.map(|t| t.array_job_id.0),
-        array_task_id: job.array.map(|t| t.task_id),
-        job_name: &job.spec.name,
-        user: &job.spec.user,
-        node,
-        node_id,
-        task_id: task,
-        step: Some(step),
-    };
+    let values = pattern_values(job, node, task, Some(step));
     let path = |stream: &TaskStream| match stream {
         TaskStream::Srun => None,
         TaskStream::OnlyTask(only) if *only == task => None,
@@ -87,4 +57,30 @@ pub fn task_output_paths(
         }
     };
     (path(&files.stdout), path(&files.stderr))
+}
+
+/// What `job`'s patterns refer to on `node` (`%n`: its index in the current
+/// attempt), for task `task` of `step` (`None`: the batch script).
+fn pattern_values<'a>(
+    job: &'a Job,
+    node: &'a str,
+    task: u32,
+    step: Option<u32>,
+) -> PatternValues<'a> {
+    let node_id = job
+        .current_attempt()
+        .and_then(|attempt| NodeLayout::of(attempt).index_of(node))
+        .and_then(|index| u32::try_from(index).ok())
+        .unwrap_or(0);
+    PatternValues {
+        job_id: job.id.0,
+        array_job_id: job.array.map(|t| t.array_job_id.0),
+        array_task_id: job.array.map(|t| t.task_id),
+        job_name: &job.spec.name,
+        user: &job.spec.user,
+        node,
+        node_id,
+        task_id: task,
+        step,
+    }
 }
