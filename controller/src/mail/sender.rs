@@ -73,6 +73,8 @@ async fn lead(
         (seen, state.job_journal_position())
     });
     let Ok((mut seen, mut position)) = primed else {
+        // The state cannot be read yet: look again in a moment.
+        tokio::time::sleep(POLL).await;
         return;
     };
     loop {
