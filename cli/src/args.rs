@@ -594,7 +594,8 @@ pub enum LocalAction {
         /// The node.
         #[arg(long)]
         node: String,
-        /// The GPU index.
+        /// The GPU index (of the physical GPU: an XID on a GPU split into MIG
+        /// instances reaches every instance).
         #[arg(long)]
         gpu: u32,
         /// The XID (79: fallen off the bus; 48: double-bit ECC; 13: application error).

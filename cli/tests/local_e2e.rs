@@ -8,6 +8,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
+use std::time::Duration;
 
 use support::{LocalCluster, corral_bin, me, slurm_link};
 
@@ -205,6 +206,136 @@ fn an_imported_slurm_configuration_runs_as_a_local_cluster() {
         2,
         "{text}"
     );
+}
+
+/// MIG: a node whose GPU 1 is split into two 3g.20gb instances offers them as
+/// GPUs of type a100_3g.20gb beside its whole GPU 0. Each job given an
+/// instance sees it by its MIG UUID in `CUDA_VISIBLE_DEVICES` (its slot number
+/// in `SLURM_JOB_GPUS`), two jobs get two different instances, and an XID on
+/// GPU 1 ends and requeues both while the job on GPU 0 runs on.
+#[test]
+fn mig_instances_are_scheduled_as_typed_gpus_of_their_own() {
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("site.toml");
+    std::fs::write(
+        &file,
+        r#"cluster_name = "mig"
+[[nodes]]
+names = "mig1"
+cpus = 8
+memory = "16G"
+gpus = 2
+gpu_type = "a100"
+mig = ["1:3g.20gb*2"]
+
+[[partitions]]
+name = "gpu"
+nodes = "mig1"
+max_time = "1-00:00:00"
+default = true
+"#,
+    )
+    .unwrap();
+    let cluster = LocalCluster::start_with_args(3, &["--config", file.to_str().unwrap()]);
+    let out_dir = cluster.dir.path().to_path_buf();
+    let sinfo = || {
+        let out = slurm_link(&cluster, "sinfo", &me(), &["-N", "-h", "-o", "%N %G %T"]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    support::wait_until(Duration::from_secs(60), "the node came up", || {
+        sinfo().contains("idle")
+    });
+    let shown = sinfo();
+    assert!(
+        shown.contains("gpu:a100:1,gpu:a100_3g.20gb:2"),
+        "sinfo shows each type: {shown}"
+    );
+    // More instances than the node has: refused at submission, nothing queued.
+    let out = slurm_link(
+        &cluster,
+        "sbatch",
+        &me(),
+        &["--gres=gpu:a100_3g.20gb:3", "--wrap", "true"],
+    );
+    assert!(!out.status.success());
+    let sbatch = |name: &str, gres: &str| {
+        let out = slurm_link(
+            &cluster,
+            "sbatch",
+            &me(),
+            &[
+                "--parsable",
+                &format!("--gres={gres}"),
+                "-o",
+                out_dir.join(format!("{name}.out")).to_str().unwrap(),
+                "--wrap",
+                "echo $CUDA_VISIBLE_DEVICES $SLURM_JOB_GPUS; sleep 600",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let first = sbatch("first", "gpu:a100_3g.20gb:1");
+    let second = sbatch("second", "gpu:a100_3g.20gb:1");
+    let whole = sbatch("whole", "gpu:a100:1");
+    let line = |name: &str| {
+        std::fs::read_to_string(out_dir.join(format!("{name}.out")))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    support::wait_until(
+        Duration::from_secs(60),
+        "the three jobs wrote their GPUs",
+        || {
+            ["first", "second", "whole"]
+                .iter()
+                .all(|n| !line(n).is_empty())
+        },
+    );
+    let (a, b) = (line("first"), line("second"));
+    let mut slots = Vec::new();
+    for seen in [&a, &b] {
+        let (device, slot) = seen.split_once(' ').unwrap();
+        assert!(
+            device.starts_with("MIG-"),
+            "an instance is named by its UUID: {seen}"
+        );
+        slots.push(slot.to_string());
+    }
+    assert_ne!(a, b, "two jobs, two instances");
+    slots.sort();
+    assert_eq!(slots, ["1", "2"]);
+    assert_eq!(line("whole"), "0 0", "the whole GPU keeps its index");
+    // An XID on GPU 1 (double-bit ECC: drains the GPU) ends the jobs on both
+    // of its instances; they are requeued and wait, as no instance is left.
+    let out = Command::new(corral_bin())
+        .args(["local", "xid", "--dir"])
+        .arg(cluster.dir.path())
+        .args(["--node", "mig1", "--gpu", "1", "--xid", "48"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [&first, &second] {
+        let job = support::wait_job(&cluster, id, Duration::from_secs(60), "requeued", |j| {
+            j["state"] == "Pending"
+                && j["attempts"].as_array().is_some_and(|a| a.len() == 1)
+                && j["attempts"][0]["end"]["state"] == "Requeued"
+        });
+        assert_eq!(job["attempts"][0]["end"]["state"], "Requeued", "{job}");
+    }
+    let job = support::wait_job(&cluster, &whole, Duration::from_secs(5), "running", |j| {
+        j["state"] == "Running"
+    });
+    assert_eq!(job["attempts"].as_array().map(Vec::len), Some(1), "{job}");
 }
 
 /// `corral local up --fault-proxy`: without root, a cut still parts the

@@ -200,6 +200,22 @@ fn gpus_need_a_type() {
 }
 
 #[test]
+fn a_mig_layout_must_fit_the_gpus() {
+    let e = refused(
+        "gpu_type = \"h100\"\n",
+        "gpu_type = \"h100\"\nmig = [\"8:3g.40gb*2\"]\n",
+    );
+    assert_refusal(&e, "nodes[0].mig", "has 8 GPUs (0-7)");
+    let e = refused(
+        "gpu_type = \"h100\"\n",
+        "gpu_type = \"h100\"\nmig = [\"0:4g.40gb*2\"]\n",
+    );
+    assert_refusal(&e, "nodes[0].mig", "need 8 compute slices");
+    let e = refused("gpus = 8\ngpu_type = \"h100\"\n", "mig = [\"0:7g.80gb\"]\n");
+    assert_refusal(&e, "nodes[0].mig", "set without gpus");
+}
+
+#[test]
 fn a_bad_hostlist_is_refused() {
     let e = refused("names = \"gpu[01-04]\"", "names = \"gpu[04-01]\"");
     assert_refusal(&e, "nodes[0].names", "is not a hostlist");

@@ -63,6 +63,7 @@ fn generated(id: u64) -> ConfigFile {
             memory: "32G".into(),
             gpus: 2,
             gpu_type: Some("sim".into()),
+            mig: vec!["1:3g.20gb*2".into()],
             features: vec!["fake".into()],
         }],
         partitions: vec![
@@ -167,6 +168,16 @@ fn a_generated_file_bootstraps_a_cluster() {
         state.apply(command).unwrap();
     }
     assert_eq!(state.reservations().len(), 1);
+    let types: Vec<&str> = state.nodes()["node1"]
+        .gpus
+        .iter()
+        .map(|g| g.gpu_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["sim", "sim_3g.20gb", "sim_3g.20gb"],
+        "GPU 1 split in two"
+    );
     assert_eq!(state.accounts()["root"].description, "everyone");
     assert!(state.partitions()["main"].is_default);
     assert!(!state.partitions()["debug"].up);

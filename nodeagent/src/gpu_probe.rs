@@ -11,7 +11,9 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Serialize;
 
-use crate::gpu::{GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState, backend_from_spec};
+use crate::gpu::{
+    GpuBackend as _, GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState, backend_from_spec,
+};
 
 /// The agent's subcommand that runs the probe.
 pub const SUBCOMMAND: &str = "gpus";
@@ -89,7 +91,7 @@ fn probe(args: &ProbeArgs) -> Result<Report, String> {
     let backend = backend_from_spec(&args.gpus, &dir).map_err(|e| e.to_string())?;
     let report = Report {
         details: backend.details(),
-        samples: backend.sample(),
+        samples: backend.gpu_samples(),
     };
     let _ = std::fs::remove_dir_all(&dir);
     Ok(report)
@@ -98,7 +100,6 @@ fn probe(args: &ProbeArgs) -> Result<Report, String> {
 /// Waits for the XID watch to leave `Starting`, lets it wait for events for
 /// `listen`, then reads the GPUs.
 fn listen_and_report(gpus: &NvmlGpus, listen: Duration) -> Report {
-    use crate::gpu::GpuBackend as _;
     let deadline = std::time::Instant::now() + REGISTRATION_PATIENCE;
     while gpus.details().xid_watch.state == XidWatchState::Starting
         && std::time::Instant::now() < deadline
@@ -126,6 +127,7 @@ fn print_text(report: &Report) {
     println!("driver         {}", or_dash(d.driver_version.clone()));
     println!("NVML           {}", or_dash(d.nvml_version.clone()));
     println!("CUDA (driver)  {}", or_dash(d.cuda_driver_version.clone()));
+    let mut slot = 0;
     for gpu in &d.gpus {
         let info = &gpu.info;
         println!();
@@ -151,6 +153,16 @@ fn print_text(report: &Report) {
                 }
             }))
         );
+        if info.mig.is_empty() {
+            slot += 1;
+        }
+        for instance in &info.mig {
+            println!(
+                "  MIG instance   {}  {}  (scheduled as GPU {slot}, type {}_{})",
+                instance.profile, instance.uuid, info.model, instance.profile
+            );
+            slot += 1;
+        }
         println!(
             "  ECC            {}",
             or_dash(

@@ -178,7 +178,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             args.state_dir.display()
         )
     })?;
-    let gpus: Arc<dyn GpuBackend> = Arc::from(backend_from_spec(&args.gpus, &args.state_dir)?);
+    let slots = backend_from_spec(&args.gpus, &args.state_dir)?;
+    let gpu_devices = slots.devices();
+    let gpus: Arc<dyn GpuBackend> = Arc::new(slots);
     let outbox = Outbox::default();
     let run_as_job_user = nix::unistd::geteuid().is_root();
     let step_socket = args.state_dir.join("step.sock");
@@ -204,6 +206,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             lease: Some(lease.clone()),
             launch_stall: Duration::from_secs(args.fault_launch_stall_s),
             working_controller: args.controllers.first().cloned(),
+            gpu_devices,
         },
         outbox.clone(),
         Arc::clone(&journal),

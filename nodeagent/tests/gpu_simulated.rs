@@ -12,6 +12,7 @@ use corral_agent::gpu::{
     FaultCommand, GpuBackend, GpuError, SimulatedGpus, XidAction, backend_from_spec, classify_xid,
     control_socket, inject,
 };
+use corral_state::mig::MigLayout;
 
 fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
     control_socket(dir.path())
@@ -39,7 +40,7 @@ fn exchange(path: &Path, lines: &[&str]) -> Vec<String> {
 fn an_injected_xid_arrives_as_an_event_and_makes_the_gpu_unhealthy_until_healed() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let gpus = SimulatedGpus::new(8, "h100", path.clone()).unwrap();
+    let gpus = SimulatedGpus::new(8, "h100", &MigLayout::default(), path.clone()).unwrap();
     let mut events = gpus.xid_events();
     assert_eq!(gpus.kind(), "simulated");
     assert_eq!(gpus.gpus().len(), 8);
@@ -69,7 +70,7 @@ fn an_injected_xid_arrives_as_an_event_and_makes_the_gpu_unhealthy_until_healed(
 fn temperature_is_set_through_the_socket() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let gpus = SimulatedGpus::new(2, "a100", path.clone()).unwrap();
+    let gpus = SimulatedGpus::new(2, "a100", &MigLayout::default(), path.clone()).unwrap();
     inject(
         &path,
         &FaultCommand::Temperature {
@@ -87,7 +88,7 @@ fn temperature_is_set_through_the_socket() {
 fn events_raised_before_anyone_subscribes_are_kept_for_the_first_receiver() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let gpus = SimulatedGpus::new(1, "h100", path.clone()).unwrap();
+    let gpus = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap();
     inject(&path, &FaultCommand::Xid { gpu: 0, xid: 48 }).unwrap();
     let mut events = gpus.xid_events();
     assert_eq!(events.try_recv().unwrap().xid, 48);
@@ -97,7 +98,7 @@ fn events_raised_before_anyone_subscribes_are_kept_for_the_first_receiver() {
 fn bad_commands_are_answered_with_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let gpus = SimulatedGpus::new(8, "h100", path.clone()).unwrap();
+    let gpus = SimulatedGpus::new(8, "h100", &MigLayout::default(), path.clone()).unwrap();
 
     let refused = inject(&path, &FaultCommand::Xid { gpu: 8, xid: 79 }).unwrap_err();
     assert!(matches!(refused, GpuError::InjectionRefused { .. }));
@@ -123,7 +124,7 @@ fn bad_commands_are_answered_with_errors() {
 fn an_overlong_command_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let _gpus = SimulatedGpus::new(1, "h100", path.clone()).unwrap();
+    let _gpus = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap();
     let long = "x".repeat(4096);
     let answers = exchange(&path, &[&long]);
     assert!(answers[0].contains("longer than"), "{}", answers[0]);
@@ -147,7 +148,7 @@ fn a_stale_socket_file_is_replaced_and_dropping_removes_it() {
     drop(UnixListener::bind(&path).unwrap());
     assert!(path.exists(), "a dropped listener leaves its file behind");
 
-    let gpus = SimulatedGpus::new(1, "h100", path.clone()).unwrap();
+    let gpus = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap();
     inject(&path, &FaultCommand::Heal { gpu: 0 }).unwrap();
     drop(gpus);
 
@@ -160,8 +161,8 @@ fn a_stale_socket_file_is_replaced_and_dropping_removes_it() {
 fn a_live_socket_is_not_stolen() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
-    let first = SimulatedGpus::new(1, "h100", path.clone()).unwrap();
-    let error = SimulatedGpus::new(1, "h100", path.clone()).unwrap_err();
+    let first = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap();
+    let error = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap_err();
     assert!(matches!(error, GpuError::ControlSocket { .. }));
     assert!(
         error.to_string().contains("another agent is listening"),
@@ -176,7 +177,7 @@ fn a_file_in_the_way_is_not_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let path = socket_in(&dir);
     std::fs::write(&path, "not a socket").unwrap();
-    let error = SimulatedGpus::new(1, "h100", path.clone()).unwrap_err();
+    let error = SimulatedGpus::new(1, "h100", &MigLayout::default(), path.clone()).unwrap_err();
     assert!(error.to_string().contains("not a socket"), "{error}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
 }
@@ -190,13 +191,14 @@ fn bad_counts_and_types_are_refused() {
         (1, "h1 00", "must be letters"),
         (1, "100", "not a number"),
     ] {
-        let error = SimulatedGpus::new(count, model, socket_in(&dir)).unwrap_err();
+        let error =
+            SimulatedGpus::new(count, model, &MigLayout::default(), socket_in(&dir)).unwrap_err();
         assert!(
             error.to_string().contains(expected),
             "{count} {model}: {error}"
         );
     }
-    let upper = SimulatedGpus::new(1, "H100", socket_in(&dir)).unwrap();
+    let upper = SimulatedGpus::new(1, "H100", &MigLayout::default(), socket_in(&dir)).unwrap();
     assert_eq!(upper.gpus()[0].model, "h100");
 }
 

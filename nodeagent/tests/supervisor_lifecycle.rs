@@ -51,6 +51,7 @@ fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
             lease: None,
             launch_stall: Duration::ZERO,
             working_controller: None,
+            gpu_devices: Vec::new(),
         },
         outbox.clone(),
         Arc::new(journal),

@@ -21,6 +21,7 @@ pub mod job;
 pub mod job_request;
 pub mod job_table;
 pub mod job_update;
+pub mod mig;
 pub mod node;
 pub mod partition;
 pub mod preemption;

@@ -19,6 +19,20 @@ pub struct GpuInfo {
     pub uuid: String,
     /// The full product name (`NVIDIA H100 80GB HBM3`).
     pub name: String,
+    /// The MIG instances this GPU is split into; empty when MIG is off. A
+    /// backend lists physical GPUs; [`super::GpuSlots`] makes each instance a
+    /// GPU of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<MigInstance>,
+}
+
+/// One MIG instance of a GPU in MIG mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigInstance {
+    /// Its profile as Slurm names it: `3g.20gb` (compute slices, memory in GiB).
+    pub profile: String,
+    /// Its UUID (`MIG-...`), by which `CUDA_VISIBLE_DEVICES` names it.
+    pub uuid: String,
 }
 
 /// One GPU's health at one moment. A reading the GPU does not support is `None`.
@@ -55,7 +69,7 @@ pub struct GpuSample {
 /// An XID error reported by the driver for one GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XidEvent {
-    /// The GPU's index on this node.
+    /// The GPU's index on this node (from [`super::GpuSlots`]: the slot's).
     pub gpu: u32,
     /// The XID number; see [`super::classify_xid`] for what to do about it.
     pub xid: u32,

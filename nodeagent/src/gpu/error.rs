@@ -70,7 +70,8 @@ pub enum GpuError {
     /// The agent's `--gpus` value is malformed.
     #[error(
         "invalid --gpus value {spec:?}: {reason}; expected nvml, none or \
-         simulated:COUNT:TYPE (e.g. simulated:8:h100)"
+         simulated:COUNT:TYPE[:mig=LAYOUT] (e.g. simulated:8:h100, or \
+         simulated:8:a100:mig=6-7:3g.20gb*2 for GPUs 6 and 7 split into MIG instances)"
     )]
     BadSpec {
         /// The value as given.

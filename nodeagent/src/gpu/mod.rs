@@ -16,10 +16,11 @@ mod no_gpus;
 mod nvml;
 mod sampling;
 mod simulated;
+mod slots;
 mod spec;
 mod xid;
 
-pub use backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+pub use backend::{GpuBackend, GpuInfo, GpuSample, MigInstance, XidEvent};
 pub use details::{
     GpuDetails, MigModes, NodeGpuDetails, UnwatchedGpu, WaitCounts, WatchedGpu, XidWatch,
     XidWatchState,
@@ -36,5 +37,6 @@ pub use nvml::{
 };
 pub use sampling::sample_periodically;
 pub use simulated::{MAX_SIMULATED_GPUS, SIMULATED_THERMAL_LIMIT_C, SimulatedGpus};
+pub use slots::GpuSlots;
 pub use spec::{CONTROL_SOCKET_NAME, GpuSpec, backend_from_spec, control_socket};
 pub use xid::{UNKNOWN_XID_MEANING, XidAction, XidClass, classify_xid};

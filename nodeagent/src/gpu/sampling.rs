@@ -49,12 +49,18 @@ pub fn sample_periodically(
 mod tests {
     use super::*;
     use crate::gpu::SimulatedGpus;
+    use corral_state::mig::MigLayout;
 
     #[tokio::test]
     async fn the_latest_sample_is_published() {
         let dir = tempfile::tempdir().expect("dir");
-        let gpus =
-            SimulatedGpus::new(2, "h100", dir.path().join("control.sock")).expect("simulated GPUs");
+        let gpus = SimulatedGpus::new(
+            2,
+            "h100",
+            &MigLayout::default(),
+            dir.path().join("control.sock"),
+        )
+        .expect("simulated GPUs");
         let mut latest = sample_periodically(Arc::new(gpus), Duration::from_millis(10));
         latest.changed().await.expect("a sample");
         let indices: Vec<u32> = latest.borrow().iter().map(|s| s.index).collect();

@@ -71,6 +71,9 @@ pub struct SupervisorSettings {
     /// The controller address jobs are told in `SLURM_WORKING_CLUSTER`
     /// (the first the agent was given, as Slurm names its primary).
     pub working_controller: Option<String>,
+    /// By GPU slot, what `CUDA_VISIBLE_DEVICES` names it by (a MIG instance by
+    /// its UUID: [`crate::gpu::GpuSlots::devices`]); empty: by slot number.
+    pub gpu_devices: Vec<String>,
 }
 
 /// The attempts of this node.
@@ -614,6 +617,7 @@ impl Supervisor {
     /// when steps are served.
     pub fn add_agent_vars(&self, env: &mut std::collections::BTreeMap<String, String>) {
         env.insert(AGENT_ID_ENV.to_string(), self.settings.agent_id.clone());
+        crate::job::environment::name_gpu_devices(env, &self.settings.gpu_devices);
         if let Some(value) = self.working_cluster() {
             env.insert("SLURM_WORKING_CLUSTER".to_string(), value);
         }

@@ -217,6 +217,7 @@ mod tests {
                 memory: "1G".into(),
                 gpus: 2,
                 gpu_type: Some("a100".into()),
+                mig: Vec::new(),
                 features: vec!["ib".into(), "x".into()],
             }],
             ..ConfigFile::default()

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use corral_state::slurm::hostlist;
 
 use super::location::ImportError;
+use super::mig_gres;
 use super::notes::Notes;
 use super::parse::Pair;
 use super::reasons;
@@ -192,6 +193,8 @@ pub struct NodeGpus {
     pub count: u32,
     /// Their type; `None` without GPUs.
     pub gpu_type: Option<String>,
+    /// Those split into MIG instances, as corral.toml's `mig` entries.
+    pub mig: Vec<String>,
 }
 
 /// What a node line's `Gres=` and its gres.conf lines give a node.
@@ -226,6 +229,7 @@ pub fn node_gpus(sources: &GpuSources<'_>, notes: &mut Notes) -> Result<NodeGpus
         return Ok(NodeGpus {
             count: 0,
             gpu_type: None,
+            mig: Vec::new(),
         });
     };
     let others: Vec<String> = sources
@@ -253,6 +257,7 @@ pub fn node_gpus(sources: &GpuSources<'_>, notes: &mut Notes) -> Result<NodeGpus
         return Ok(NodeGpus {
             count: 0,
             gpu_type: None,
+            mig: Vec::new(),
         });
     };
     if gpus.iter().any(|g| g.no_consume) {
@@ -261,6 +266,33 @@ pub fn node_gpus(sources: &GpuSources<'_>, notes: &mut Notes) -> Result<NodeGpus
             gres,
             "no_consume: corral gives each GPU to one job at a time",
         );
+    }
+    match mig_gres::plan(&gpus) {
+        Some(Ok(plan)) => {
+            let types: Vec<&str> = gpus.iter().filter_map(|g| g.gpu_type.as_deref()).collect();
+            notes.changed(
+                "NodeName",
+                gres,
+                format!(
+                    "{} are counted in MIG instances: carried as {} {} GPUs with mig = [\"{}\"], assuming the whole GPUs come first and each split GPU holds as many instances of one profile as its 7 compute slices allow; compare with `corral-agent gpus` on a node, or the nodes register drained (hardware differs)",
+                    types.join(", "),
+                    plan.gpus,
+                    plan.model,
+                    plan.mig.join("\", \"")
+                ),
+            );
+            return Ok(NodeGpus {
+                count: plan.gpus,
+                gpu_type: Some(plan.model),
+                mig: plan.mig,
+            });
+        }
+        Some(Err(why)) => notes.changed(
+            "NodeName",
+            gres,
+            format!("its MIG instances cannot be laid out on GPUs: {why}"),
+        ),
+        None => {}
     }
     if gpus.len() > 1 {
         notes.not_carried(
@@ -296,7 +328,7 @@ pub fn node_gpus(sources: &GpuSources<'_>, notes: &mut Notes) -> Result<NodeGpus
             "NodeName",
             gres,
             format!(
-                "{gpu_type} is a MIG profile: it is carried as a GPU type, but corral-agent does not split GPUs into MIG instances yet (it schedules a MIG-mode GPU whole and reports its model, e.g. a100), so these nodes register drained (hardware differs) until MIG is off and gpus and gpu_type name whole GPUs"
+                "{gpu_type} is a MIG profile: it is carried as the type of {count} whole GPUs, which the nodes' agents (which report each MIG instance as a GPU of its GPU's model and profile, e.g. a100_1g.10gb) do not have, so these nodes register drained (hardware differs) until gpus, gpu_type and mig describe the GPUs and their instances"
             ),
         );
     }
@@ -321,6 +353,7 @@ pub fn node_gpus(sources: &GpuSources<'_>, notes: &mut Notes) -> Result<NodeGpus
     Ok(NodeGpus {
         count,
         gpu_type: Some(gpu_type),
+        mig: Vec::new(),
     })
 }
 
@@ -492,7 +525,8 @@ mod tests {
             gpus,
             NodeGpus {
                 count: 8,
-                gpu_type: Some("a100".into())
+                gpu_type: Some("a100".into()),
+                mig: Vec::new(),
             }
         );
         assert!(notes.all().is_empty());
@@ -530,8 +564,9 @@ mod tests {
         assert_eq!(notes.count(Kind::Changed), 1);
 
         let (gpus, notes) = decide("gpu:a100_3g.20gb:2", &GresConf::default(), "d1", &[]);
-        assert_eq!(gpus.gpu_type.as_deref(), Some("a100_3g.20gb"));
-        assert!(notes.render(Kind::Changed, 1000)[0].contains("MIG profile"));
+        assert_eq!(gpus.gpu_type.as_deref(), Some("a100"));
+        assert_eq!((gpus.count, gpus.mig), (1, vec!["0:3g.20gb*2".to_string()]));
+        assert!(notes.render(Kind::Changed, 1000)[0].contains("counted in MIG instances"));
 
         let (gpus, notes) = decide(
             "gpu:a100_3g.20gb:2,gpu:a100_1g.5gb:1,mps:100",
@@ -541,6 +576,15 @@ mod tests {
         );
         assert_eq!(gpus.count, 2);
         assert_eq!(notes.count(Kind::NotCarried), 2);
+        let changed = notes.render(Kind::Changed, 1000).join("\n");
+        assert!(
+            changed.contains("1 1g.5gb instances do not fill whole GPUs of 7"),
+            "{changed}"
+        );
+        assert!(
+            changed.contains("a100_3g.20gb is a MIG profile"),
+            "{changed}"
+        );
     }
 
     #[test]

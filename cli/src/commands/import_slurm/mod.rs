@@ -16,6 +16,7 @@
 mod emit;
 mod gres;
 mod location;
+mod mig_gres;
 mod nodes;
 mod notes;
 mod origins;

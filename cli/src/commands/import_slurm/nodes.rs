@@ -175,6 +175,7 @@ fn read_line(
                 memory: hardware.memory.clone(),
                 gpus: gpus.count,
                 gpu_type: gpus.gpu_type,
+                mig: gpus.mig,
                 features: hardware.features.to_vec(),
             },
             members,

@@ -255,6 +255,11 @@ fn a_dgx_cluster_with_gres_types_mig_and_a_switch_tree() {
     let mig = node("mig02");
     assert_eq!(mig.gpus.len(), 56);
     assert_eq!(mig.gpus[0].gpu_type, "a100_1g.10gb");
+    assert!(
+        imported.text.contains("mig = [\"0-7:1g.10gb*7\"]"),
+        "{}",
+        imported.text
+    );
     assert!(node("login1").gpus.is_empty());
     assert_eq!(node("login1").cpus, 32);
 
@@ -311,7 +316,7 @@ fn a_dgx_cluster_with_gres_types_mig_and_a_switch_tree() {
         assert!(not_carried.contains(key), "{key} missing:\n{not_carried}");
     }
     for key in [
-        "a100_1g.10gb is a MIG profile",
+        "a100_1g.10gb are counted in MIG instances: carried as 8 a100 GPUs with mig = [\"0-7:1g.10gb*7\"]",
         "MemSpecLimit=16384",
         "AccountingStorageEnforce=associations,limits,qos",
         "AllowAccounts",

@@ -481,6 +481,9 @@ struct NodeGpus {
     count: u32,
     model: String,
     backend: LocalGpuBackend,
+    /// GPUs in MIG mode and their instances (`GPUS:PROFILES` entries), as
+    /// NVML finds them.
+    mig: Vec<String>,
 }
 
 impl NodeGpus {
@@ -506,6 +509,7 @@ fn node_gpus(args: &LocalUpArgs) -> anyhow::Result<NodeGpus> {
                 count,
                 model: "h100".to_string(),
                 backend: LocalGpuBackend::Simulated,
+                mig: Vec::new(),
             })
         }
         LocalGpuBackend::Nvml => {
@@ -542,10 +546,20 @@ fn node_gpus(args: &LocalUpArgs) -> anyhow::Result<NodeGpus> {
                     models.join(", ")
                 );
             };
+            // Each GPU in MIG mode, with its instances as NVML lists them.
+            let mig = found
+                .iter()
+                .filter(|gpu| !gpu.mig.is_empty())
+                .map(|gpu| {
+                    let profiles: Vec<&str> = gpu.mig.iter().map(|m| m.profile.as_str()).collect();
+                    format!("{}:{}", gpu.index, profiles.join("+"))
+                })
+                .collect();
             Ok(NodeGpus {
                 count: u32::try_from(found.len()).context("too many GPUs")?,
                 model: model.to_string(),
                 backend: LocalGpuBackend::Nvml,
+                mig,
             })
         }
     }
@@ -773,6 +787,9 @@ fn config_text(
     );
     if gpus.count > 0 {
         let _ = writeln!(text, "gpus = {}\ngpu_type = \"{}\"", gpus.count, gpus.model);
+        if !gpus.mig.is_empty() {
+            let _ = writeln!(text, "mig = {:?}", gpus.mig);
+        }
     }
     // Two leaf switches under a spine (one leaf for a single node).
     let half = nodes.len().div_ceil(2);
@@ -979,6 +996,7 @@ mod tests {
                     count: 8,
                     model: "h100".to_string(),
                     backend: LocalGpuBackend::Simulated,
+                    mig: vec!["7:3g.40gb*2".to_string()],
                 },
                 &["me".into(), "alice".into()],
                 dir,
@@ -989,6 +1007,10 @@ mod tests {
             assert_eq!(config.listen.api.to_string(), "127.0.1.2:7302");
             assert_eq!(config.listen.source, Some("127.0.1.2".parse().unwrap()));
             assert_eq!(config.cluster.nodes.len(), nodes as usize);
+            assert_eq!(
+                config.cluster.nodes[0].gpus[8].gpu_type, "h100_3g.40gb",
+                "GPU 7 in two instances: 9 GPUs"
+            );
             let mut state = corral_state::ClusterState::default();
             let admin = corral_state::ids::Actor {
                 user: "root".into(),

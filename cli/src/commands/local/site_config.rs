@@ -36,13 +36,19 @@ pub struct SiteNode {
     pub gpus: u32,
     /// Their type (`h100`).
     pub gpu_type: Option<String>,
+    /// Those split into MIG instances (`GPUS:PROFILES` entries).
+    pub mig: Vec<String>,
 }
 
 impl SiteNode {
-    /// The agent's `--gpus` value: simulated GPUs of the node's type.
+    /// The agent's `--gpus` value: simulated GPUs of the node's type, those
+    /// its `mig` entries name split into MIG instances.
     pub fn agent_gpus(&self) -> String {
         match (&self.gpu_type, self.gpus) {
             (_, 0) => "none".to_string(),
+            (Some(kind), count) if !self.mig.is_empty() => {
+                format!("simulated:{count}:{kind}:mig={}", self.mig.join(","))
+            }
             (Some(kind), count) => format!("simulated:{count}:{kind}"),
             (None, count) => format!("simulated:{count}"),
         }
@@ -110,6 +116,7 @@ impl SiteConfig {
                 memory_mb,
                 gpus: section.gpus,
                 gpu_type: section.gpu_type.clone(),
+                mig: section.mig.clone(),
             }));
         }
         if nodes.is_empty() {

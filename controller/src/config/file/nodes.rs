@@ -20,6 +20,11 @@ pub struct NodeSection {
     /// The GPUs' type, named by typed requests (`--gpus=h100:8`); required with GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
+    /// GPUs split into MIG instances, as `GPUS:PROFILES` entries (`4-7:3g.20gb*2`):
+    /// each instance is a GPU slot of its own, typed as Slurm names it
+    /// (`a100_3g.20gb`). See [`corral_state::mig`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<String>,
     /// Features for `--constraint`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,

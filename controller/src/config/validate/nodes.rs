@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use corral_state::mig::MigLayout;
 use corral_state::node::{GpuDefinition, MAX_GPUS_PER_NODE, NodeDefinition};
 
 use super::values::{Checked, hostlist, memory_mb, name};
@@ -57,7 +58,8 @@ pub(crate) fn check(sections: &[NodeSection]) -> Checked<Vec<NodeDefinition>> {
     Ok(defs)
 }
 
-/// The GPUs of one line: `gpus` of `gpu_type`, indexed from 0.
+/// The GPU slots of one line: `gpus` of `gpu_type`, those named by `mig` split
+/// into their instances, indexed from 0 in enumeration order.
 fn gpus(i: usize, section: &NodeSection) -> Checked<Vec<GpuDefinition>> {
     let key = |field: &str| format!("nodes[{i}].{field}");
     if section.gpus as usize > MAX_GPUS_PER_NODE {
@@ -67,6 +69,12 @@ fn gpus(i: usize, section: &NodeSection) -> Checked<Vec<GpuDefinition>> {
                 "{} GPUs per node; corral supports at most {MAX_GPUS_PER_NODE}",
                 section.gpus
             ),
+        ));
+    }
+    if section.gpus == 0 && !section.mig.is_empty() {
+        return Err(Refusal::new(
+            key("mig"),
+            "set without gpus; give the number of GPUs per node and their gpu_type too",
         ));
     }
     let gpu_type = match (&section.gpu_type, section.gpus) {
@@ -86,10 +94,15 @@ fn gpus(i: usize, section: &NodeSection) -> Checked<Vec<GpuDefinition>> {
         (Some(gpu_type), _) => gpu_type,
     };
     name(&key("gpu_type"), "GPU type", gpu_type)?;
-    Ok((0..section.gpus)
-        .map(|index| GpuDefinition {
+    let slots = MigLayout::parse_entries(&section.mig)
+        .and_then(|layout| layout.slots(section.gpus, gpu_type))
+        .map_err(|e| Refusal::new(key("mig"), e.to_string()))?;
+    Ok(slots
+        .into_iter()
+        .zip(0..)
+        .map(|(slot, index)| GpuDefinition {
             index,
-            gpu_type: gpu_type.clone(),
+            gpu_type: slot.gpu_type,
         })
         .collect())
 }

@@ -109,18 +109,13 @@ impl NvmlGpus {
     pub fn open() -> Result<Self, GpuError> {
         let nvml = open::init()?;
         let infos = open::inventory(&nvml)?;
-        for info in &infos {
-            if let Ok(mode) = nvml
-                .device_by_index(info.index)
-                .and_then(|device| device.mig_mode())
-                && mode.current != 0
-            {
-                tracing::warn!(
-                    gpu = info.index,
-                    "this GPU is in MIG mode: corral schedules it as one whole GPU, and a job \
-                     given it sees every MIG instance on it"
-                );
-            }
+        for info in infos.iter().filter(|info| !info.mig.is_empty()) {
+            let profiles: Vec<&str> = info.mig.iter().map(|m| m.profile.as_str()).collect();
+            tracing::info!(
+                gpu = info.index,
+                "this GPU is in MIG mode: its instances ({}) are scheduled as GPUs of their own",
+                profiles.join(", ")
+            );
         }
         let shared = Arc::new(Shared {
             nvml,

@@ -2,7 +2,9 @@
 //! commands do to it. Pure: no socket, clock or randomness, so samples are the
 //! same on every run.
 
-use crate::gpu::backend::{GpuInfo, GpuSample, XidEvent};
+use corral_state::mig::MigLayout;
+
+use crate::gpu::backend::{GpuInfo, GpuSample, MigInstance, XidEvent};
 use crate::gpu::fault_command::FaultCommand;
 use crate::gpu::xid::classify_xid;
 
@@ -61,7 +63,8 @@ pub struct Fleet {
 impl Fleet {
     /// `count` idle, healthy GPUs of `model`; `seed` makes UUIDs differ between
     /// simulated nodes on one machine.
-    pub fn new(count: u32, model: &str, seed: u64) -> Self {
+    /// The GPUs `mig` names are in MIG mode, split into its instances.
+    pub fn new(count: u32, model: &str, mig: &MigLayout, seed: u64) -> Self {
         let profile = profile(model);
         let infos: Vec<GpuInfo> = (0..count)
             .map(|index| GpuInfo {
@@ -69,6 +72,16 @@ impl Fleet {
                 model: model.to_string(),
                 uuid: simulated_uuid(seed, index),
                 name: profile.name.clone(),
+                mig: mig
+                    .profiles_of(index)
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                    .map(|(instance, profile)| MigInstance {
+                        profile: profile.to_string(),
+                        uuid: simulated_mig_uuid(seed, index, instance),
+                    })
+                    .collect(),
             })
             .collect();
         // Neighbouring GPUs idle a degree or two apart, as in a real chassis.
@@ -173,10 +186,21 @@ impl Fleet {
 
 /// A UUID in NVIDIA's `GPU-8-4-4-4-12` hex form, fixed for (seed, index).
 fn simulated_uuid(seed: u64, index: u32) -> String {
-    let high = fnv1a(seed, &index.to_le_bytes());
+    uuid_text("GPU", fnv1a(seed, &index.to_le_bytes()))
+}
+
+/// A stable UUID for instance `instance` of simulated GPU `index`, in the
+/// `MIG-...` form drivers since R470 give MIG instances.
+fn simulated_mig_uuid(seed: u64, index: u32, instance: usize) -> String {
+    let gpu = fnv1a(seed, &index.to_le_bytes());
+    uuid_text("MIG", fnv1a(gpu, &(instance as u64).to_le_bytes()))
+}
+
+/// `PREFIX-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` from a hash.
+fn uuid_text(prefix: &str, high: u64) -> String {
     let low = fnv1a(high, b"corral-simulated-gpu");
     format!(
-        "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         high >> 32,
         (high >> 16) & 0xffff,
         high & 0xffff,
@@ -203,25 +227,45 @@ mod tests {
     #[test]
     fn known_models_have_names_that_map_back_to_them() {
         for model in ["h100", "h200", "a100", "b200", "l40s"] {
-            let fleet = Fleet::new(1, model, FNV_OFFSET);
+            let fleet = Fleet::new(1, model, &MigLayout::default(), FNV_OFFSET);
             assert_eq!(model_type(&fleet.infos()[0].name), model);
         }
     }
 
     #[test]
     fn uuids_differ_between_gpus_and_seeds_and_look_like_nvidia_ones() {
-        let a = Fleet::new(2, "h100", 1);
-        let b = Fleet::new(2, "h100", 2);
+        let a = Fleet::new(2, "h100", &MigLayout::default(), 1);
+        let b = Fleet::new(2, "h100", &MigLayout::default(), 2);
         let uuids = [&a.infos()[0].uuid, &a.infos()[1].uuid, &b.infos()[0].uuid];
         assert_ne!(uuids[0], uuids[1]);
         assert_ne!(uuids[0], uuids[2]);
         assert_eq!(uuids[0].len(), "GPU-".len() + 36);
-        assert_eq!(Fleet::new(2, "h100", 1).infos()[1].uuid, *uuids[1]);
+        assert_eq!(
+            Fleet::new(2, "h100", &MigLayout::default(), 1).infos()[1].uuid,
+            *uuids[1]
+        );
+    }
+
+    #[test]
+    fn gpus_in_the_layout_list_their_instances_with_mig_uuids() {
+        let layout: MigLayout = "1:3g.40gb*2".parse().unwrap();
+        let fleet = Fleet::new(2, "h100", &layout, 7);
+        assert!(fleet.infos()[0].mig.is_empty());
+        let instances = &fleet.infos()[1].mig;
+        let profiles: Vec<&str> = instances.iter().map(|i| i.profile.as_str()).collect();
+        assert_eq!(profiles, ["3g.40gb", "3g.40gb"]);
+        assert!(
+            instances[0].uuid.starts_with("MIG-"),
+            "{}",
+            instances[0].uuid
+        );
+        assert_eq!(instances[0].uuid.len(), "MIG-".len() + 36);
+        assert_ne!(instances[0].uuid, instances[1].uuid);
     }
 
     #[test]
     fn a_draining_xid_makes_the_gpu_unhealthy_until_healed() {
-        let mut fleet = Fleet::new(2, "h100", 0);
+        let mut fleet = Fleet::new(2, "h100", &MigLayout::default(), 0);
         let event = fleet
             .apply(&FaultCommand::Xid { gpu: 1, xid: 79 })
             .unwrap()
@@ -240,7 +284,7 @@ mod tests {
 
     #[test]
     fn an_application_xid_raises_an_event_but_leaves_the_gpu_healthy() {
-        let mut fleet = Fleet::new(1, "a100", 0);
+        let mut fleet = Fleet::new(1, "a100", &MigLayout::default(), 0);
         let event = fleet.apply(&FaultCommand::Xid { gpu: 0, xid: 13 }).unwrap();
         assert_eq!(event.map(|e| e.xid), Some(13));
         assert!(fleet.sample()[0].healthy);
@@ -248,7 +292,7 @@ mod tests {
 
     #[test]
     fn heat_makes_a_gpu_unhealthy_and_heal_cools_it() {
-        let mut fleet = Fleet::new(1, "h100", 0);
+        let mut fleet = Fleet::new(1, "h100", &MigLayout::default(), 0);
         let idle = fleet.sample()[0].temperature_c;
         fleet
             .apply(&FaultCommand::Temperature {
@@ -274,7 +318,7 @@ mod tests {
 
     #[test]
     fn out_of_range_gpus_are_refused_with_the_range() {
-        let mut fleet = Fleet::new(8, "h100", 0);
+        let mut fleet = Fleet::new(8, "h100", &MigLayout::default(), 0);
         let reason = fleet.apply(&FaultCommand::Heal { gpu: 8 }).unwrap_err();
         assert_eq!(
             reason,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use control_server::ControlServer;
+use corral_state::mig::MigLayout;
 pub use fleet::SIMULATED_THERMAL_LIMIT_C;
 use fleet::{FNV_OFFSET, Fleet, fnv1a};
 
@@ -66,10 +67,20 @@ impl Shared {
 impl SimulatedGpus {
     /// `count` (1 to [`MAX_SIMULATED_GPUS`]) GPUs of type `model` (letters,
     /// digits, `_`, `.`, `-`; lowercased), with a control socket at `control`.
-    pub fn new(count: u32, model: &str, control: PathBuf) -> Result<Self, GpuError> {
+    /// The GPUs `mig` names are in MIG mode, split into its instances.
+    pub fn new(
+        count: u32,
+        model: &str,
+        mig: &MigLayout,
+        control: PathBuf,
+    ) -> Result<Self, GpuError> {
         let model = validate_model(count, model)?;
+        mig.slots(count, &model).map_err(|e| GpuError::BadSpec {
+            spec: format!("simulated:{count}:{model}:mig={mig}"),
+            reason: e.to_string(),
+        })?;
         let seed = fnv1a(FNV_OFFSET, control.as_os_str().as_bytes());
-        let fleet = Fleet::new(count, &model, seed);
+        let fleet = Fleet::new(count, &model, mig, seed);
         let infos = fleet.infos().to_vec();
         let state = Arc::new(Shared {
             fleet: Mutex::new(fleet),

@@ -20,10 +20,12 @@
 //! does not confine devices with cgroups, so the global index is the one CUDA
 //! sees). A job without GPUs on a node gets `CUDA_VISIBLE_DEVICES=NoDevFiles`,
 //! the value Slurm's GPU plugin used for that case: with no device cgroup it is
-//! the only thing that keeps such a job off GPUs other jobs hold.
+//! the only thing that keeps such a job off GPUs other jobs hold. On a node
+//! with MIG instances the agent names them by UUID last ([`name_gpu_devices`]).
 
 mod array_vars;
 mod corral_vars;
+mod gpu_devices;
 mod job_vars;
 pub mod layout;
 pub mod login_vars;
@@ -39,6 +41,7 @@ use corral_proto::step::StepLayout;
 use corral_state::job::{Attempt, Job};
 use corral_state::topology::TopologyAddress;
 
+pub use gpu_devices::name_gpu_devices;
 use layout::NodeLayout;
 
 /// What one launch of a job on one node needs to know.
