@@ -31,7 +31,11 @@ impl<'s> Usage<'s> {
 
     /// Counts a job that runs or was just planned to start.
     pub fn add(&mut self, job: &'s Job) {
-        let gpus = job.resources.total_gpus();
+        // What the live attempt holds (an exclusive job holds every GPU of
+        // its nodes); a job just planned, what it asks for.
+        let gpus = job
+            .live_attempt()
+            .map_or_else(|| job.resources.total_gpus(), |a| a.gpu_count());
         if let Some(qos) = job.qos.as_deref() {
             *self
                 .gpus_by_qos_account

@@ -5,6 +5,7 @@
 //! into the smallest block group that fits. `--switches=N` caps the leaf switches.
 
 use corral_state::job::{Job, NodeAllocation};
+use corral_state::node::MAX_GPUS_PER_NODE;
 
 use crate::view::View;
 
@@ -246,7 +247,12 @@ fn allocations(view: &View<'_>, job: &Job, mut chosen: Vec<usize>) -> Vec<NodeAl
             let whole = want.exclusive || want.whole_node_memory;
             NodeAllocation {
                 node: slot.node.name.clone(),
-                gpus: slot.pick_gpus(want.gpu_type.as_deref(), want.gpus_per_node as usize),
+                // An exclusive job gets every GPU of its nodes, as in Slurm.
+                gpus: if want.exclusive {
+                    slot.pick_gpus(None, MAX_GPUS_PER_NODE)
+                } else {
+                    slot.pick_gpus(want.gpu_type.as_deref(), want.gpus_per_node as usize)
+                },
                 cpus: if want.exclusive {
                     slot.free_cpus
                 } else {

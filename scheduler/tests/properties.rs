@@ -294,7 +294,24 @@ fn schedule_and_check(state: &mut ClusterState, now: Timestamp) {
         let distinct: BTreeSet<&str> = allocation.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(distinct.len(), allocation.nodes.len());
         for part in &allocation.nodes {
-            assert_eq!(part.gpus.len(), job.resources.gpus_per_node as usize);
+            // Exactly what it asks for; an exclusive job every free GPU too.
+            assert!(
+                job.resources.gpu_count_fits(part.gpus.len()),
+                "{} GPUs for {}",
+                part.gpus.len(),
+                job.id
+            );
+            if job.resources.exclusive {
+                let node = &state.nodes()[&part.node];
+                let usable = node.gpus.iter().filter(|g| g.is_free_and_usable()).count();
+                assert_eq!(
+                    part.gpus.len(),
+                    usable,
+                    "exclusive {} on {}",
+                    job.id,
+                    part.node
+                );
+            }
             for gpu in &part.gpus {
                 // No GPU twice, and none that is already held.
                 assert!(

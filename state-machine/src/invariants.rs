@@ -126,7 +126,7 @@ fn check_job(job: &Job) -> Result<(), String> {
             if let Some(part) = attempt
                 .allocation
                 .iter()
-                .find(|p| p.gpus.len() != job.resources.gpus_per_node as usize)
+                .find(|p| !job.resources.gpu_count_fits(p.gpus.len()))
             {
                 return Err(format!(
                     "job {id}: node {} has {} of {} GPUs",

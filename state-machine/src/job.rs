@@ -232,6 +232,18 @@ impl ResourceRequest {
     pub fn total_gpus(&self) -> u64 {
         u64::from(self.nodes) * u64::from(self.gpus_per_node)
     }
+
+    /// Whether `count` GPUs on one node are what this request is given:
+    /// exactly `gpus_per_node`, or with `exclusive` at least that many (an
+    /// exclusive job gets every GPU of its nodes, as in Slurm).
+    pub fn gpu_count_fits(&self, count: usize) -> bool {
+        let wanted = self.gpus_per_node as usize;
+        if self.exclusive {
+            count >= wanted
+        } else {
+            count == wanted
+        }
+    }
 }
 
 /// A job's state, as Slurm names them.

@@ -811,3 +811,61 @@ fn gpu_types_register_whatever_their_case_but_another_model_drains() {
         "{drain:?}"
     );
 }
+
+#[test]
+fn an_exclusive_job_may_hold_every_gpu_of_its_node_and_is_charged_for_them() {
+    let mut s = cluster(1, 8);
+    let mut exclusive = spec("alice", 1, 2);
+    exclusive.exclusive = true;
+    let id = submit(&mut s, exclusive, at(1));
+    let mut planned = first_fit(&s, id).unwrap();
+    // Fewer GPUs than asked for: refused.
+    planned.nodes[0].gpus = vec![0];
+    let short = planned.clone();
+    planned.nodes[0].gpus = (0..8).collect();
+    planned.nodes[0].cpus = s.nodes()["n1"].cpus;
+    for (plan, started) in [(short, false), (planned, true)] {
+        let Outcome::Plan(outcome) = ok(
+            &mut s,
+            Command::ApplyPlan {
+                allocations: vec![plan],
+                preemptions: vec![],
+                reasons: vec![],
+                at: at(2),
+            },
+        ) else {
+            panic!("not a plan outcome");
+        };
+        assert_eq!(
+            outcome.started.contains(&id),
+            started,
+            "{:?}",
+            outcome.rejected
+        );
+    }
+    check_invariants(&s);
+    let node = &s.nodes()["n1"];
+    assert!(node.gpus.iter().all(|g| g.allocated_to.is_some()));
+    ok(
+        &mut s,
+        Command::AttemptStarted {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            at: at(2),
+        },
+    );
+    ok(
+        &mut s,
+        Command::BatchExited {
+            job: id,
+            attempt: 1,
+            node: "n1".into(),
+            status: exit(0),
+            at: at(12),
+        },
+    );
+    // All 8 GPUs for 10 s, as Slurm charges an exclusive job for its node.
+    assert_eq!(s.accounting().by_user["alice"].gpu_ms, 8 * 10_000);
+    check_invariants(&s);
+}

@@ -249,7 +249,7 @@ fn check_node_fit(job: &Job, node: &Node, part: &NodeAllocation) -> Result<(), S
             "node '{name}' is not free for an exclusive allocation"
         ));
     }
-    if part.gpus.len() != wanted.gpus_per_node as usize {
+    if !wanted.gpu_count_fits(part.gpus.len()) {
         return Err(format!(
             "{} GPUs planned on '{name}'; the job needs {} per node",
             part.gpus.len(),
@@ -270,10 +270,27 @@ fn check_node_fit(job: &Job, node: &Node, part: &NodeAllocation) -> Result<(), S
                 "GPU {index} of '{name}' is in use, drained or unhealthy"
             ));
         }
-        if wanted.gpu_type.as_ref().is_some_and(|t| &gpu.gpu_type != t) {
+        if !wanted.exclusive && wanted.gpu_type.as_ref().is_some_and(|t| &gpu.gpu_type != t) {
             return Err(format!(
                 "GPU {index} of '{name}' is a {}, not the type the job needs",
                 gpu.gpu_type
+            ));
+        }
+    }
+    if let Some(wanted_type) = &wanted.gpu_type {
+        let of_type = part
+            .gpus
+            .iter()
+            .filter(|&&i| {
+                node.gpus
+                    .get(i as usize)
+                    .is_some_and(|g| &g.gpu_type == wanted_type)
+            })
+            .count();
+        if of_type < wanted.gpus_per_node as usize {
+            return Err(format!(
+                "{of_type} {wanted_type} GPUs planned on '{name}'; the job needs {} per node",
+                wanted.gpus_per_node
             ));
         }
     }
