@@ -188,6 +188,45 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
         String::from_utf8_lossy(&out.stderr),
         "sbatch: unrecognized option '--x'\nTry \"sbatch --help\" for more information\n"
     );
+    // An option Slurm has and corral refuses: the reason and what to do instead.
+    let out = slurm(&cluster, "sbatch", &me(), &["--tmp=10G", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(255));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.starts_with(
+            "sbatch: error: invalid sbatch option '--tmp': corral does not support --tmp: "
+        ) && said.contains("--constraint"),
+        "{said}"
+    );
+    // --wait: sbatch exits with the job's status once it has ended; an
+    // array's, the highest of its tasks'.
+    let out = slurm(&cluster, "sbatch", &me(), &["--wait", "--wrap", "exit 3"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Submitted batch job "));
+    let out = slurm(
+        &cluster,
+        "sbatch",
+        &me(),
+        &[
+            "-W",
+            "--parsable",
+            "-a",
+            "1-2",
+            "--wrap",
+            "exit $SLURM_ARRAY_TASK_ID",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = slurm(&cluster, "sbatch", &me(), &["-p", "nope", "--wrap", "true"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -163,7 +163,30 @@ async fn submit(
     } else {
         println!("Submitted batch job {}", reply.first_job_id);
     }
+    if options.wait {
+        return wait_for_exit(cluster, reply.first_job_id).await;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `sbatch --wait`: follows the job (every task of an array) until it has
+/// ended, and exits as sbatch does: with the highest exit code among them, 1
+/// for one killed by a signal, 0 for one that never ran.
+async fn wait_for_exit(cluster: &Cluster, job: u64) -> anyhow::Result<ExitCode> {
+    let jobs = super::wait::resolve(cluster, &[job]).await?;
+    let ended = super::wait::until_all_ended(cluster, &jobs, |_| {}).await?;
+    let code = ended
+        .values()
+        .map(
+            |job| match job.current_attempt().and_then(|a| a.batch_exit.as_ref()) {
+                Some(exit) if exit.signal.is_some() => 1,
+                Some(exit) => exit.code.clamp(0, 255),
+                None => 0,
+            },
+        )
+        .max()
+        .unwrap_or(0);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
 fn read_stdin() -> anyhow::Result<String> {

@@ -19,40 +19,61 @@ pub async fn run(
     quiet: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut last: BTreeMap<u64, Job> = BTreeMap::new();
+    let jobs = resolve(cluster, jobs).await?;
+    let last = until_all_ended(cluster, &jobs, |job| {
+        if !quiet && !json {
+            println!("job {}: {}", job.id, job.state.slurm_name());
+        }
+    })
+    .await?;
+    finish(&last, &jobs, json)
+}
+
+/// The jobs `ids` name (an array's id stands for all its tasks); refuses an
+/// unknown id.
+pub async fn resolve(cluster: &Cluster, ids: &[u64]) -> anyhow::Result<Vec<u64>> {
     let (known, _) = super::queue::list_jobs(
         cluster,
         ListJobsRequest {
-            job_ids: jobs.to_vec(),
+            job_ids: ids.to_vec(),
             all: true,
             ..ListJobsRequest::default()
         },
     )
     .await?;
     let found: Vec<u64> = known.iter().map(|j| j.id.0).collect();
-    if let Some(missing) = jobs.iter().find(|id| !found.contains(id)) {
+    if let Some(missing) = ids.iter().find(|id| !found.contains(id)) {
         anyhow::bail!("unknown job {missing}; `corral queue` lists current jobs");
     }
-    // An array's id stands for all its tasks: wait for every job found.
-    let jobs = found.as_slice();
-    // The stream ends when its controller dies: open it again (on any controller).
+    Ok(found)
+}
+
+/// Follows `jobs` through the watch stream until every one has ended, calling
+/// `changed` on each state change; the stream is reopened (on any
+/// controller) when its controller stops. Returns their last records.
+pub async fn until_all_ended(
+    cluster: &Cluster,
+    jobs: &[u64],
+    mut changed: impl FnMut(&Job),
+) -> anyhow::Result<BTreeMap<u64, Job>> {
+    let mut last: BTreeMap<u64, Job> = BTreeMap::new();
     loop {
         let mut stream = watch(cluster, jobs).await?;
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { break };
             let job: Job = records::decode("job", &event.job_json)?;
-            let changed = last.get(&job.id.0).is_none_or(|old| old.state != job.state);
-            if changed && !quiet && !json {
-                println!("job {}: {}", job.id, job.state.slurm_name());
+            if last.get(&job.id.0).is_none_or(|old| old.state != job.state) {
+                changed(&job);
             }
             last.insert(job.id.0, job);
             let all_ended = jobs
                 .iter()
                 .all(|id| last.get(id).is_some_and(|j| j.state.is_terminal()));
             if all_ended {
-                return finish(&last, jobs, json);
+                return Ok(last);
             }
         }
+        tokio::time::sleep(REOPEN_PAUSE).await;
     }
 }
 

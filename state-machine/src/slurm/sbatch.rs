@@ -161,6 +161,9 @@ pub struct SbatchOptions {
     pub parsable: bool,
     /// `--test-only` (command line only).
     pub test_only: bool,
+    /// `-W, --wait`: sbatch waits for the job to end and exits with its
+    /// status.
+    pub wait: bool,
     /// One line for each option accepted that has no effect here (`--hint`,
     /// `--overcommit`, ...), said to the user at submission.
     pub warnings: Vec<String>,
@@ -213,6 +216,7 @@ impl SbatchOptions {
             wrap,
             parsable,
             test_only,
+            wait,
             warnings,
         } = overrides;
         SbatchOptions {
@@ -265,6 +269,7 @@ impl SbatchOptions {
             wrap: wrap.or(self.wrap),
             parsable: parsable || self.parsable,
             test_only: test_only || self.test_only,
+            wait: wait || self.wait,
             warnings: self.warnings.into_iter().chain(warnings).collect(),
         }
     }
@@ -443,6 +448,10 @@ enum Flag {
     Hold,
     Parsable,
     TestOnly,
+    /// `-W, --wait`.
+    Wait,
+    /// `--get-user-env`: `SLURM_GET_USER_ENV=1`, the user's login variables.
+    GetUserEnv,
     /// `-O, --overcommit`: `SLURM_OVERCOMMIT=1`, without effect on placement.
     Overcommit,
     /// Accepted, without effect here (see [`NO_EFFECT`]).
@@ -501,6 +510,8 @@ enum Value {
     Distribution,
     /// `--ntasks-per-core`: `SLURM_NTASKS_PER_CORE`.
     NtasksPerCore,
+    /// `--get-user-env=TIMEOUT`: as the flag.
+    GetUserEnv,
     /// Accepted, without effect here (see [`NO_EFFECT`]).
     NoEffect,
 }
@@ -637,7 +648,136 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::flag("contiguous", None, Flag::NoEffect),
     OptionDef::flag("spread-job", None, Flag::NoEffect),
     OptionDef::flag("use-min-nodes", None, Flag::NoEffect),
+    OptionDef::flag("wait", Some('W'), Flag::Wait),
+    // The value (a timeout and mode for `su -`) does not matter: corral reads
+    // the login variables from the user database.
+    OptionDef::optional("get-user-env", Flag::GetUserEnv, Value::GetUserEnv),
+    OptionDef::value("core-spec", Some('S'), Value::NoEffect),
+    OptionDef::value("thread-spec", None, Value::NoEffect),
+    OptionDef::flag("reboot", None, Flag::NoEffect),
+    OptionDef::value("power", None, Value::NoEffect),
+    OptionDef::value("network", None, Value::NoEffect),
+    OptionDef::value("delay-boot", None, Value::NoEffect),
+    OptionDef::value("mcs-label", None, Value::NoEffect),
+    OptionDef::value("context", None, Value::NoEffect),
+    OptionDef::value("extra-node-info", Some('B'), Value::NoEffect),
+    OptionDef::value("gres-flags", None, Value::NoEffect),
+    OptionDef::value("batch", None, Value::NoEffect),
+    OptionDef::flag("ignore-pbs", None, Flag::NoEffect),
+    OptionDef::value("prefer", None, Value::NoEffect),
+    // Refused with a reason (see REFUSED); the arity is getopt's, so that the
+    // option is found and named whole.
+    OptionDef::value("begin", Some('b'), Value::NoEffect),
+    OptionDef::value("deadline", None, Value::NoEffect),
+    OptionDef::value("licenses", Some('L'), Value::NoEffect),
+    OptionDef::value("mincpus", None, Value::NoEffect),
+    OptionDef::value("tmp", None, Value::NoEffect),
+    OptionDef::value("uid", None, Value::NoEffect),
+    OptionDef::value("gid", None, Value::NoEffect),
+    OptionDef::value("priority", None, Value::NoEffect),
+    OptionDef::value("nodefile", Some('F'), Value::NoEffect),
+    OptionDef::value("export-file", None, Value::NoEffect),
+    OptionDef::value("container", None, Value::NoEffect),
+    OptionDef::value("bb", None, Value::NoEffect),
+    OptionDef::value("bbf", None, Value::NoEffect),
+    OptionDef::value("clusters", Some('M'), Value::NoEffect),
+    OptionDef::value("cluster", None, Value::NoEffect),
+    OptionDef::value("cluster-constraint", None, Value::NoEffect),
+    OptionDef::value("gpus-per-socket", None, Value::NoEffect),
+    OptionDef::value("ntasks-per-gpu", None, Value::NoEffect),
+    OptionDef::value("ntasks-per-tres", None, Value::NoEffect),
 ];
+
+/// Slurm 22.05 sbatch options corral refuses, each with why and what to do
+/// instead: what the user is told.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "begin",
+        "jobs become eligible as soon as they are submitted; submit the job later (`at`, cron), or submit it held (-H) and `scontrol release` it then",
+    ),
+    (
+        "deadline",
+        "corral does not cancel jobs that cannot end by a deadline; give a time limit (--time) that ends in time",
+    ),
+    (
+        "licenses",
+        "corral counts no licenses; limit concurrent jobs with a QOS (MaxJobsPerUser, GrpTRES) instead",
+    ),
+    (
+        "mincpus",
+        "ask for CPUs with --cpus-per-task and --ntasks-per-node, which give each node at least that many",
+    ),
+    (
+        "tmp",
+        "corral does not track node-local disk; require nodes with a large local disk by a feature (--constraint)",
+    ),
+    (
+        "uid",
+        "corral submits as the user of your certificate; that user must submit the job",
+    ),
+    (
+        "gid",
+        "jobs run with their user's groups; that user must submit the job",
+    ),
+    (
+        "priority",
+        "a job's priority comes from the multifactor formula; lower your own with --nice",
+    ),
+    (
+        "nodefile",
+        "give the nodes as a hostlist with --nodelist (e.g. --nodelist=$(paste -sd, FILE))",
+    ),
+    (
+        "export-file",
+        "give the variables with --export=ALL,NAME=VALUE,...",
+    ),
+    (
+        "container",
+        "corral starts no OCI containers; start the container runtime in the batch script (e.g. apptainer exec IMAGE ...)",
+    ),
+    (
+        "bb",
+        "corral has no burst buffers; stage data in the batch script",
+    ),
+    (
+        "bbf",
+        "corral has no burst buffers; stage data in the batch script",
+    ),
+    (
+        "clusters",
+        "one set of controllers serves one cluster; point CORRAL_CLUSTER at the other cluster's controllers",
+    ),
+    (
+        "cluster",
+        "one set of controllers serves one cluster; point CORRAL_CLUSTER at the other cluster's controllers",
+    ),
+    (
+        "cluster-constraint",
+        "one set of controllers serves one cluster; point CORRAL_CLUSTER at the other cluster's controllers",
+    ),
+    (
+        "gpus-per-socket",
+        "corral places GPUs by node, not socket; use --gpus-per-node",
+    ),
+    (
+        "ntasks-per-gpu",
+        "give tasks per node with --ntasks-per-node and GPUs with --gpus-per-node",
+    ),
+    (
+        "ntasks-per-tres",
+        "give tasks per node with --ntasks-per-node and GPUs with --gpus-per-node",
+    ),
+];
+
+/// The refusal of option `long`, if corral refuses it.
+fn refusal(long: &str, option: &str) -> Option<FormatError> {
+    let (_, why) = REFUSED.iter().find(|(name, _)| *name == long)?;
+    Some(FormatError::new(
+        FORMAT,
+        option,
+        format!("corral does not support --{long}: {why}"),
+    ))
+}
 
 /// Why each option accepted without effect has none here: the warning the
 /// user sees at submission.
@@ -687,51 +827,28 @@ const NO_EFFECT: &[(&str, &str)] = &[
     ("contiguous", "placement follows the topology (--switches)"),
     ("spread-job", "placement follows the topology (--switches)"),
     ("use-min-nodes", "jobs get the node count they ask for"),
+    ("core-spec", "corral reserves no cores for system use"),
+    ("thread-spec", "corral reserves no threads for system use"),
+    ("reboot", "corral does not reboot nodes"),
+    ("power", "corral manages no node power"),
+    ("network", "corral configures no network switch resources"),
+    ("delay-boot", "corral's nodes need no boot"),
+    ("mcs-label", "corral has no MCS labels"),
+    ("context", "corral sets no SELinux context"),
+    ("extra-node-info", "nodes are scheduled by CPU count"),
+    ("gres-flags", "corral does not bind GPUs to CPUs"),
+    ("batch", "the batch script runs on the job's first node"),
+    ("ignore-pbs", "corral reads no #PBS lines"),
+    (
+        "prefer",
+        "preferred features are not weighed; require them with --constraint",
+    ),
 ];
 
 /// Long options of Slurm 22.05's sbatch missing from [`OPTIONS`]: they are
 /// refused by name, but they take part in getopt's prefix matching so that a
 /// prefix Slurm finds ambiguous is ambiguous here too.
-const SLURM_ONLY: &[&str] = &[
-    "batch",
-    "bb",
-    "bbf",
-    "begin",
-    "cluster",
-    "cluster-constraint",
-    "clusters",
-    "container",
-    "context",
-    "core-spec",
-    "deadline",
-    "delay-boot",
-    "export-file",
-    "extra-node-info",
-    "get-user-env",
-    "gid",
-    "gres-flags",
-    "help",
-    "ignore-pbs",
-    "licenses",
-    "mcs-label",
-    "mincpus",
-    "gpus-per-socket",
-    "network",
-    "nodefile",
-    "ntasks-per-gpu",
-    "ntasks-per-tres",
-    "power",
-    "prefer",
-    "priority",
-    "reboot",
-    "thread-spec",
-    "tmp",
-    "uid",
-    "usage",
-    "version",
-    "wait",
-    "x11",
-];
+const SLURM_ONLY: &[&str] = &["help", "usage", "version"];
 
 /// The option a long name picks: its full name, or (as getopt allows) a
 /// prefix of exactly one of sbatch's long options.
@@ -858,6 +975,9 @@ fn apply_long(
     }
     let def = find_long_or_prefix(name)?;
     let option = format!("--{name}");
+    if let Some(refused) = refusal(def.long, &option) {
+        return Err(refused);
+    }
     check_source(def, &option, source)?;
     match (def.arity, inline) {
         (Arity::Flag(_), Some(_)) => Err(FormatError::new(
@@ -892,6 +1012,9 @@ fn apply_short(
     for (at, letter) in letters.char_indices() {
         let option = format!("-{letter}");
         let def = find_short(letter).ok_or_else(|| unknown_option(&option))?;
+        if let Some(refused) = refusal(def.long, &option) {
+            return Err(refused);
+        }
         check_source(def, &option, source)?;
         let attached = letters.get(at + letter.len_utf8()..).unwrap_or_default();
         let value = match def.arity {
@@ -952,6 +1075,8 @@ fn apply_flag(opts: &mut SbatchOptions, flag: Flag, long: &str) {
         Flag::Hold => opts.hold = Some(true),
         Flag::Parsable => opts.parsable = true,
         Flag::TestOnly => opts.test_only = true,
+        Flag::Wait => opts.wait = true,
+        Flag::GetUserEnv => set_variable(opts, long, "SLURM_GET_USER_ENV", "1"),
         Flag::Overcommit => {
             set_variable(opts, long, "SLURM_OVERCOMMIT", "1");
             no_effect(opts, long);
@@ -1069,6 +1194,7 @@ fn apply_value(
         Value::MailType => opts.mail_type = opts.mail_type.union(MailTypes::parse(text)?),
         Value::MailUser => opts.mail_user = owned(),
         Value::Wrap => opts.wrap = owned(),
+        Value::GetUserEnv => set_variable(opts, long, "SLURM_GET_USER_ENV", "1"),
     }
     Ok(())
 }
@@ -1515,12 +1641,167 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
         assert!(opts.warnings[1].starts_with("--overcommit is accepted but has no effect: "));
         assert!(parse_args(&["--time-min=soon"]).is_err());
         assert!(
-            parse_args(&["--begin=now"])
+            parse_args(&["--frobnicate=now"])
                 .unwrap_err()
                 .reason
                 .contains("unknown option")
         );
     }
+
+    #[test]
+    fn every_slurm_option_is_honoured_warned_about_or_refused_with_a_reason() {
+        // Refused by name, with what to do instead, long or short, on the
+        // command line or in #SBATCH lines.
+        for line in [
+            "--begin=now+1hour",
+            "-b now",
+            "--tmp=10G",
+            "-L matlab",
+            "--clusters=c2",
+        ] {
+            let words: Vec<&str> = line.split(' ').collect();
+            let err = parse_args(&words).unwrap_err();
+            assert!(
+                err.reason.starts_with("corral does not support --"),
+                "{line}: {err}"
+            );
+            assert!(
+                err.reason.contains("; "),
+                "{line}: a reason and an alternative: {err}"
+            );
+        }
+        let err = parse_script_directives("#!/bin/sh\n#SBATCH --mincpus=8\n").unwrap_err();
+        assert!(err.reason.contains("--cpus-per-task"), "{err}");
+        // `--wait` is not taken for a prefix of `--wait-all-nodes`.
+        let (opts, _) = parse_args(&["--wait", "-W"]).unwrap();
+        assert!(opts.wait && opts.warnings.is_empty());
+        let (opts, _) = parse_args(&["--get-user-env", "--get-user-env=10L"]).unwrap();
+        assert_eq!(opts.job_variables()["SLURM_GET_USER_ENV"], "1");
+        let (opts, _) =
+            parse_args(&["-S", "2", "--reboot", "--prefer=ib", "--ignore-pbs"]).unwrap();
+        assert_eq!(opts.warnings.len(), 4, "{:?}", opts.warnings);
+        assert!(
+            opts.warnings[2].contains("--constraint"),
+            "{:?}",
+            opts.warnings
+        );
+        // Every option of Slurm 22.05's sbatch is known: none falls through to
+        // getopt's "unrecognized option".
+        for long in SLURM_22_05_SBATCH_OPTIONS {
+            if ["help", "usage", "version"].contains(long) {
+                continue;
+            }
+            assert!(find_long(long).is_some(), "--{long} is not in the table");
+        }
+    }
+
+    /// Every long option of Slurm 22.05's sbatch (its man page and
+    /// `slurm_opt.c`).
+    const SLURM_22_05_SBATCH_OPTIONS: &[&str] = &[
+        "account",
+        "acctg-freq",
+        "array",
+        "batch",
+        "bb",
+        "bbf",
+        "begin",
+        "chdir",
+        "cluster-constraint",
+        "clusters",
+        "comment",
+        "constraint",
+        "container",
+        "context",
+        "contiguous",
+        "core-spec",
+        "cores-per-socket",
+        "cpu-freq",
+        "cpus-per-gpu",
+        "cpus-per-task",
+        "deadline",
+        "delay-boot",
+        "dependency",
+        "distribution",
+        "error",
+        "exclude",
+        "exclusive",
+        "export",
+        "export-file",
+        "extra-node-info",
+        "get-user-env",
+        "gid",
+        "gpu-bind",
+        "gpu-freq",
+        "gpus",
+        "gpus-per-node",
+        "gpus-per-socket",
+        "gpus-per-task",
+        "gres",
+        "gres-flags",
+        "help",
+        "hint",
+        "hold",
+        "ignore-pbs",
+        "input",
+        "job-name",
+        "kill-on-invalid-dep",
+        "licenses",
+        "mail-type",
+        "mail-user",
+        "mcs-label",
+        "mem",
+        "mem-bind",
+        "mem-per-cpu",
+        "mem-per-gpu",
+        "mincpus",
+        "network",
+        "nice",
+        "no-kill",
+        "no-requeue",
+        "nodefile",
+        "nodelist",
+        "nodes",
+        "ntasks",
+        "ntasks-per-core",
+        "ntasks-per-gpu",
+        "ntasks-per-node",
+        "ntasks-per-socket",
+        "open-mode",
+        "output",
+        "overcommit",
+        "oversubscribe",
+        "parsable",
+        "partition",
+        "power",
+        "prefer",
+        "priority",
+        "profile",
+        "propagate",
+        "qos",
+        "quiet",
+        "reboot",
+        "requeue",
+        "reservation",
+        "signal",
+        "sockets-per-node",
+        "spread-job",
+        "switches",
+        "test-only",
+        "thread-spec",
+        "threads-per-core",
+        "time",
+        "time-min",
+        "tmp",
+        "uid",
+        "usage",
+        "use-min-nodes",
+        "verbose",
+        "version",
+        "wait",
+        "wait-all-nodes",
+        "wckey",
+        "wrap",
+    ];
 
     #[test]
     fn dos_line_breaks_are_refused() {
@@ -1696,7 +1977,7 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
              --gpus-per-task=1 --cpus-per-gpu=12 --array=1-3 --dependency=singleton \
              --signal=R:TERM@10 --exclusive --export=NONE --nice=-5 --hold --switches=1@10 \
              --constraint=x --reservation=r --nodelist=n1 --exclude=n2 --comment=c \
-             --mail-type=END --mail-user=me@example.org --wrap=true --parsable --test-only",
+             --mail-type=END --mail-user=me@example.org --wrap=true --parsable --test-only --wait",
         );
         let expected = SbatchOptions {
             job_name: Some("j".into()),
@@ -1767,6 +2048,7 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             wrap: Some("true".into()),
             parsable: true,
             test_only: true,
+            wait: true,
             warnings: Vec::new(),
         };
         assert_eq!(parsed, expected);
