@@ -13,6 +13,7 @@ mod job_selection;
 mod slurm_options;
 mod slurm_shims;
 mod srun_args;
+mod srun_slurm_options;
 mod when;
 
 use std::process::ExitCode;

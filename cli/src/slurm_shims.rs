@@ -45,8 +45,38 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     };
     let mut rewritten = vec![OsString::from("corral")];
     rewritten.extend(subcommand.iter().map(OsString::from));
-    rewritten.extend(args.into_iter().skip(1));
+    let rest: Vec<OsString> = args.into_iter().skip(1).collect();
+    if name == "srun" {
+        rewritten.extend(crate::srun_slurm_options::carry(rest, srun_takes_value()));
+    } else {
+        rewritten.extend(rest);
+    }
     Ok(rewritten)
+}
+
+/// Whether an option of corral's `srun` (`-N`, `--nodes`) takes its value as
+/// the next word, read from its clap definition.
+fn srun_takes_value() -> impl Fn(&str) -> bool {
+    let mut command = <crate::args::Cli as clap::CommandFactory>::command();
+    command.build();
+    let mut valued = std::collections::HashSet::new();
+    if let Some(srun) = command.find_subcommand("srun") {
+        for arg in srun.get_arguments() {
+            let takes = arg.get_action().takes_values()
+                && arg.get_num_args().is_none_or(|n| n.min_values() > 0)
+                && !arg.is_require_equals_set();
+            if !takes {
+                continue;
+            }
+            if let Some(long) = arg.get_long() {
+                valued.insert(format!("--{long}"));
+            }
+            if let Some(short) = arg.get_short() {
+                valued.insert(format!("-{short}"));
+            }
+        }
+    }
+    move |name: &str| valued.contains(name)
 }
 
 /// What srun prints for an option it does not know, and its exit status
@@ -128,6 +158,32 @@ mod tests {
         assert_eq!(
             rewrite(os(&["srun", "hostname"])).unwrap(),
             os(&["corral", "srun", "hostname"])
+        );
+        // Slurm's srun options without a flag of corral's are carried; the
+        // values of corral's own stay with them.
+        assert_eq!(
+            rewrite(os(&[
+                "srun",
+                "-N",
+                "2",
+                "--hint",
+                "compute_bound",
+                "-o",
+                "-x",
+                "hostname"
+            ]))
+            .unwrap(),
+            os(&[
+                "corral",
+                "srun",
+                "--slurm-option",
+                "hint=compute_bound",
+                "-N",
+                "2",
+                "-o",
+                "-x",
+                "hostname"
+            ])
         );
         assert_eq!(
             rewrite(os(&["sinfo", "-N"])).unwrap(),

@@ -73,6 +73,15 @@ pub struct SrunArgs {
     /// What a new allocation asks for (outside a job).
     #[command(flatten)]
     pub allocation: AllocationOptions,
+    /// Slurm's other srun options, carried by the `srun` link as
+    /// `NAME[=VALUE]` (see [`crate::srun_slurm_options`]).
+    #[arg(
+        long = "slurm-option",
+        hide = true,
+        value_name = "NAME[=VALUE]",
+        allow_hyphen_values = true
+    )]
+    pub slurm_options: Vec<String>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -219,6 +228,10 @@ impl SrunArgs {
         }
         if a.test_only {
             options.push("--test-only".into());
+        }
+        // Slurm's other options that shape an allocation.
+        if let Ok(decided) = crate::srun_slurm_options::decide(&self.slurm_options, false) {
+            options.extend(decided.allocation);
         }
         // An interactive job is not requeued: its command is gone by then.
         options.push("--no-requeue".into());

@@ -227,6 +227,43 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // srun's other Slurm options: one shaping the allocation is passed to it
+    // (and warned about there), one corral refuses says why.
+    let out = slurm(
+        &cluster,
+        "srun",
+        &me(),
+        &["--hint=nomultithread", "-Q", "true"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("srun: warning: --hint is accepted but has no effect"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (line, said) in [
+        (
+            &["--multi-prog", "conf"][..],
+            "srun: error: corral does not support --multi-prog: ",
+        ),
+        (
+            &["--tmp=1G", "true"][..],
+            "srun: error: invalid sbatch option '--tmp': corral does not support --tmp: ",
+        ),
+    ] {
+        let out = slurm(&cluster, "srun", &me(), line);
+        assert_eq!(out.status.code(), Some(255), "{line:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with(said),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let out = slurm(&cluster, "sbatch", &me(), &["-p", "nope", "--wrap", "true"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -32,6 +32,9 @@ use crate::srun_args::SrunArgs;
 use output::{NOT_STARTED, OutputPrinter, failure_message, task_code};
 use request::InputSource;
 
+/// srun's exit status for a refused option (getopt's, as sbatch's).
+const SRUN_OPTION_ERROR: u8 = 255;
+
 /// The signals srun passes on to the tasks.
 const FORWARDED: [Signal; 6] = [
     Signal::HUP,
@@ -65,6 +68,17 @@ pub async fn run(
         .filter(|_| args.jobid.is_none() || args.jobid == job_here)
         .cloned();
     let in_job = args.jobid.or(job_here).is_some();
+    match crate::srun_slurm_options::decide(&args.slurm_options, in_job) {
+        Ok(decided) => {
+            for warning in decided.warnings {
+                eprintln!("{warning}");
+            }
+        }
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            return Ok(ExitCode::from(SRUN_OPTION_ERROR));
+        }
+    }
     if !in_job {
         return allocate_and_run(args, env, &cwd, connect).await;
     }
@@ -131,6 +145,12 @@ async fn allocate_and_run(
     }
     for warning in args.ignored(false) {
         eprintln!("{warning}");
+    }
+    // The allocation's options, refused here as sbatch would refuse them.
+    if let Err(e) = corral_state::slurm::sbatch::parse_args(&args.allocation_options()) {
+        let (text, status) = super::submit::option_error("srun", &e);
+        eprintln!("{text}");
+        return Ok(ExitCode::from(status));
     }
     let cluster = connect()?;
     if args.allocation.test_only {
