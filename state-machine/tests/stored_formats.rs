@@ -1,10 +1,12 @@
 //! Data written by earlier builds is still read: the Raft log's commands and the
-//! snapshots that format 1 stored (`tests/fixtures/format1-*.bin`, written by the
-//! build before format 2 and never rewritten) decode with this build and give
-//! the same state as the same history applied now.
+//! snapshots that formats 1 and 2 stored (`tests/fixtures/format1-*.bin` and
+//! `format2-*.bin`, each written by the last build of its format and never
+//! rewritten) decode with this build and give the same state as the same
+//! history applied now.
 //!
 //! The fixtures are `postcard::to_stdvec(&history())` and
-//! `snapshot::encode(&applied_now())` as the format-1 build wrote them. When a
+//! `snapshot::encode(&applied_now())` as the format-1 build wrote them, and the
+//! same of `history_format2()` as the format-2 build did. When a
 //! stored shape changes again, freeze its old shape (as `corral_state::format_v1`
 //! does), write the current format's fixtures with the build before the change,
 //! and test them here.
@@ -21,6 +23,8 @@ use support::*;
 
 const FORMAT1_COMMANDS: &[u8] = include_bytes!("fixtures/format1-commands.bin");
 const FORMAT1_SNAPSHOT: &[u8] = include_bytes!("fixtures/format1-snapshot.bin");
+const FORMAT2_COMMANDS: &[u8] = include_bytes!("fixtures/format2-commands.bin");
+const FORMAT2_SNAPSHOT: &[u8] = include_bytes!("fixtures/format2-snapshot.bin");
 
 /// A history touching every stored table a job lives in: plain, array, dependent
 /// and held submissions, a plan, starts, an exit, a tick and a cancel.
@@ -110,6 +114,85 @@ fn history() -> Vec<Command> {
     commands
 }
 
+/// `history` and what format 2 added: a submission with its new fields (a
+/// minimum time, mail, the command) started with two `srun` steps, one ended.
+fn history_format2() -> Vec<Command> {
+    let mut state = cluster(2, 8);
+    let mut commands = history();
+    for command in &commands {
+        ok(&mut state, command.clone());
+    }
+    let mut run = |state: &mut ClusterState, command: Command| {
+        ok(state, command.clone());
+        commands.push(command);
+    };
+    let mut asked = spec("alice", 1, 2);
+    asked.time_min = Some(TimeLimit::Seconds(600));
+    asked.mail_type = corral_state::slurm::mail::MailTypes::parse("END,FAIL").expect("parses");
+    asked.mail_user = Some("alice@example.org".into());
+    asked.command = Some("/home/alice/train.sh".into());
+    asked.cpus_per_task_given = true;
+    run(
+        &mut state,
+        Command::Submit {
+            by: user("alice"),
+            spec: asked,
+            batch: script(),
+            key: Some("key-100".into()),
+            at: at(100),
+        },
+    );
+    let id = JobId(state.jobs().keys().map(|j| j.0).max().expect("jobs"));
+    let planned = first_fit(&state, id).expect("it fits");
+    let node = planned.nodes[0].node.clone();
+    run(
+        &mut state,
+        Command::ApplyPlan {
+            allocations: vec![planned],
+            preemptions: vec![],
+            reasons: vec![],
+            at: at(101),
+        },
+    );
+    run(
+        &mut state,
+        Command::AttemptStarted {
+            job: id,
+            attempt: 1,
+            node: node.clone(),
+            at: at(102),
+        },
+    );
+    for step in 0..2 {
+        run(
+            &mut state,
+            Command::StepStarted {
+                job: id,
+                attempt: 1,
+                node: node.clone(),
+                step,
+                name: "python".into(),
+                nodes: vec![node.clone()],
+                ntasks: 2,
+                cpus: 2,
+                at: at(103 + u64::from(step)),
+            },
+        );
+    }
+    run(
+        &mut state,
+        Command::StepEnded {
+            job: id,
+            attempt: 1,
+            node,
+            step: 0,
+            status: exit(0),
+            at: at(110),
+        },
+    );
+    commands
+}
+
 /// The state `history` leaves, applied by this build.
 fn applied_now() -> ClusterState {
     let mut state = cluster(2, 8);
@@ -160,4 +243,42 @@ fn a_format2_snapshot_keeps_what_format1_could_not_hold() {
     let back = snapshot::decode(&bytes).expect("decodes");
     assert_eq!(back, state);
     assert_eq!(back.job(id).map(|j| &j.spec), Some(&asked));
+}
+
+/// The state `history_format2` leaves, applied by this build.
+fn applied_format2_now() -> ClusterState {
+    let mut state = cluster(2, 8);
+    for command in history_format2() {
+        ok(&mut state, command);
+    }
+    state
+}
+
+#[test]
+fn format2_log_commands_decode_and_apply_to_the_same_state() {
+    let commands: Vec<Command> =
+        postcard::from_bytes(FORMAT2_COMMANDS).expect("format-2 commands decode");
+    assert_eq!(commands.len(), history_format2().len());
+    let mut state = cluster(2, 8);
+    for command in commands {
+        ok(&mut state, command);
+    }
+    check_invariants(&state);
+    assert_eq!(state, applied_format2_now());
+}
+
+#[test]
+fn a_format2_snapshot_decodes_to_the_same_state() {
+    let state = snapshot::decode(FORMAT2_SNAPSHOT).expect("format-2 snapshot decodes");
+    check_invariants(&state);
+    let now = applied_format2_now();
+    assert_eq!(state, now);
+    assert_eq!(state.digest(), now.digest());
+    let later = state
+        .jobs()
+        .values()
+        .find(|j| j.spec.mail_user.is_some())
+        .expect("the job");
+    assert_eq!(later.steps.len(), 2);
+    assert_eq!(later.spec.time_min, Some(TimeLimit::Seconds(600)));
 }
