@@ -86,6 +86,9 @@ pub fn check(
     if job.time_limit > partition.max_time {
         return Err(PendingReason::PartitionTimeLimit);
     }
+    if job.spec.begin_time.is_some_and(|begin| begin > now) {
+        return Err(PendingReason::BeginTime);
+    }
     let singleton_busy = job.spec.dependency.as_ref().is_some_and(|d| d.singleton)
         && usage
             .singletons

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::account::{Account, User};
 use crate::config::ClusterConfig;
 use crate::format_v1::JobSpecV1;
+use crate::format_v2::JobSpecV2;
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
 use crate::job_update::JobUpdate;
@@ -63,7 +64,8 @@ pub struct PlannedPreemption {
 ///
 /// A variant's position is its encoding in the log: new variants go at the end,
 /// and a variant's fields never change once a build has written it (format 1's
-/// `Submit` is kept as [`Command::SubmitFormat1`]).
+/// `Submit` is kept as [`Command::SubmitFormat1`], format 2's as
+/// [`Command::SubmitFormat2`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
@@ -428,20 +430,19 @@ pub enum Command {
     },
 
     // ---- format 2 ----------------------------------------------------------
-    /// Submit a job (an array becomes one job per task).
-    Submit {
-        /// What was asked; `spec.user` must be the actor.
-        spec: JobSpec,
-        /// The script and environment, stored once for all tasks of an array.
+    /// Format 2's submission, as log entries written before format 3 hold it:
+    /// applied as [`Command::Submit`] with the fields format 2 did not have at
+    /// their defaults. This build never proposes it.
+    SubmitFormat2 {
+        /// What was asked, in format 2's shape.
+        spec: Box<JobSpecV2>,
+        /// As in `Submit`.
         batch: BatchScript,
-        /// The authenticated submitter.
+        /// As in `Submit`.
         by: Actor,
-        /// The client's idempotency key: a second `Submit` by the same user with
-        /// the same key within [`crate::submit_keys::SUBMIT_KEY_RETENTION_MS`]
-        /// changes nothing and answers with the first one's jobs, so a client may
-        /// retry a submission whose answer it lost.
+        /// As in `Submit`.
         key: Option<String>,
-        /// Leader time.
+        /// As in `Submit`.
         at: Timestamp,
     },
     /// An `srun` step started in the attempt (reported by the agent that
@@ -483,6 +484,24 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+
+    // ---- format 3 ----------------------------------------------------------
+    /// Submit a job (an array becomes one job per task).
+    Submit {
+        /// What was asked; `spec.user` must be the actor.
+        spec: JobSpec,
+        /// The script and environment, stored once for all tasks of an array.
+        batch: BatchScript,
+        /// The authenticated submitter.
+        by: Actor,
+        /// The client's idempotency key: a second `Submit` by the same user with
+        /// the same key within [`crate::submit_keys::SUBMIT_KEY_RETENTION_MS`]
+        /// changes nothing and answers with the first one's jobs, so a client may
+        /// retry a submission whose answer it lost.
+        key: Option<String>,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -493,6 +512,7 @@ macro_rules! time_slot {
         match $command {
             Submit { at, .. }
             | SubmitFormat1 { at, .. }
+            | SubmitFormat2 { at, .. }
             | Cancel { at, .. }
             | Release { at, .. }
             | Requeue { at, .. }

@@ -4,7 +4,9 @@
 //!
 //! Never change a type here: format-1 data on disk and in other replicas' logs
 //! is exactly these bytes (`tests/stored_formats.rs` reads fixtures written by
-//! the format-1 build). Types that format 2 did not change are today's.
+//! the format-1 build). Types that format 2 did not change are today's; a
+//! format-1 `JobSpec` becomes today's directly, with every later field at its
+//! default.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -159,6 +161,8 @@ impl From<JobSpecV1> for JobSpec {
             mail_user: None,
             command: None,
             cpus_per_task_given: false,
+            begin_time: None,
+            min_cpus_per_node: None,
         }
     }
 }

@@ -145,6 +145,14 @@ pub struct JobSpec {
     /// `SLURM_CPUS_PER_TASK`, also for 1).
     #[serde(default)]
     pub cpus_per_task_given: bool,
+    // The fields below came with stored format 3 (read format 2 through
+    // `format_v2`).
+    /// `--begin`: the job is not eligible before this leader time.
+    #[serde(default)]
+    pub begin_time: Option<Timestamp>,
+    /// `--mincpus`: each node gives the job at least this many CPUs.
+    #[serde(default)]
+    pub min_cpus_per_node: Option<u32>,
 }
 
 impl JobSpec {
@@ -193,6 +201,8 @@ impl JobSpec {
             mail_user: None,
             command: None,
             cpus_per_task_given: false,
+            begin_time: None,
+            min_cpus_per_node: None,
         }
     }
 }

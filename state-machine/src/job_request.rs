@@ -11,6 +11,7 @@ use crate::job::{BatchScript, JobSpec, MemoryRequest};
 use crate::slurm::FormatError;
 use crate::slurm::hostlist;
 use crate::slurm::sbatch::{ExportSpec, SbatchOptions};
+use crate::time::Timestamp;
 
 /// Who submits, from where, with which environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct SubmitContext {
     /// What scontrol will show as `Command=`: the script's path as sbatch names
     /// it (see [`command_of_script`]), `srun`'s program, or `None`.
     pub command: Option<String>,
+    /// When the submission is made: `--begin`'s relative forms count from it.
+    pub now: Timestamp,
 }
 
 /// `Command=` for a batch script file as sbatch names it: a bare file name is
@@ -146,6 +149,15 @@ pub fn build_request(
         mail_type: options.mail_type,
         mail_user: options.mail_user,
         command: ctx.command.clone(),
+        begin_time: match options.begin {
+            Some(begin) => Some(begin.resolve(ctx.now).ok_or_else(|| {
+                RequestError::Conflict(
+                    "--begin names a date the calendar does not have (or one past 2499); give an existing one".into(),
+                )
+            })?),
+            None => None,
+        },
+        min_cpus_per_node: options.mincpus,
     };
     let batch = BatchScript {
         script,

@@ -11,10 +11,12 @@
 pub mod account;
 pub mod accounting;
 mod apply;
+pub mod civil;
 pub mod command;
 pub mod config;
 pub mod digest;
 pub mod format_v1;
+pub mod format_v2;
 pub mod ids;
 pub mod invariants;
 pub mod job;

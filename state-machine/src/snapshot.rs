@@ -2,18 +2,20 @@
 //! the postcard-encoded state and a SHA-256 of the body. Decoding checks all of
 //! them, so a truncated or corrupted snapshot is refused, never half-loaded.
 //!
-//! Format 2 (this build) added fields to jobs' requests. A format-1 snapshot is
-//! read through the frozen shapes of [`crate::format_v1`].
+//! Format 2 added fields to jobs' requests, and format 3 (this build) more. A
+//! format-1 snapshot is read through the frozen shapes of [`crate::format_v1`],
+//! a format-2 one through those of [`crate::format_v2`].
 
 use sha2::{Digest, Sha256};
 
 use crate::format_v1::ClusterStateV1;
+use crate::format_v2::ClusterStateV2;
 use crate::state::ClusterState;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"CORRALSS";
-/// The format this build writes. Format 1 is read and migrated.
-pub const FORMAT_VERSION: u32 = 2;
+/// The format this build writes. Formats 1 and 2 are read and migrated.
+pub const FORMAT_VERSION: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 8;
 const CHECKSUM_LEN: usize = 32;
 
@@ -99,7 +101,7 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
             .try_into()
             .map_err(|_| SnapshotError::BadMagic)?,
     );
-    if version != FORMAT_VERSION && version != 1 {
+    if version != FORMAT_VERSION && version != 1 && version != 2 {
         return Err(SnapshotError::UnsupportedVersion { found: version });
     }
     let expected = u64::from_le_bytes(
@@ -119,6 +121,11 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
     let undecodable = |e: postcard::Error| SnapshotError::Decode(e.to_string());
     if version == 1 {
         return postcard::from_bytes::<ClusterStateV1>(body)
+            .map(ClusterState::from)
+            .map_err(undecodable);
+    }
+    if version == 2 {
+        return postcard::from_bytes::<ClusterStateV2>(body)
             .map(ClusterState::from)
             .map_err(undecodable);
     }

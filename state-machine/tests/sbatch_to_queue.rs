@@ -41,6 +41,7 @@ fn context() -> SubmitContext {
             ("WANDB_PROJECT".to_string(), "llama".to_string()),
         ]),
         command: Some("/home/alice/llama/train.sh".into()),
+        now: corral_state::Timestamp::from_secs(1_795_248_000),
     }
 }
 
@@ -287,4 +288,39 @@ fn the_command_line_replaces_what_an_sbatch_line_set_in_the_environment() {
         vars.get("SLURM_THREADS_PER_CORE").map(String::as_str),
         Some("2")
     );
+}
+
+#[test]
+fn begin_waits_for_its_time_and_mincpus_raises_the_cpus_of_each_node() {
+    let (options, _) =
+        parse_args(&["--begin=now+1hour", "--mincpus=16", "-n", "2", "x.sh"]).expect("args parse");
+    let ctx = context();
+    let (spec, batch) =
+        build_request(options, ScriptSource::Wrap("true".into()), &ctx).expect("builds");
+    assert_eq!(spec.begin_time, Some(ctx.now.plus_secs(3600)));
+    assert_eq!(spec.min_cpus_per_node, Some(16));
+    let mut s = cluster(1, 8);
+    let out = ok(
+        &mut s,
+        Command::Submit {
+            spec,
+            batch,
+            by: user("alice"),
+            at: ctx.now,
+            key: None,
+        },
+    );
+    let Outcome::Submitted { first, .. } = out else {
+        panic!("{out:?}")
+    };
+    let job = s.job(first).unwrap();
+    assert_eq!(job.reason, corral_state::job::PendingReason::BeginTime);
+    assert_eq!(
+        job.resources.cpus_per_node, 16,
+        "2 tasks, but at least 16 CPUs"
+    );
+    // A date the calendar lacks is refused, naming the option.
+    let (options, _) = parse_args(&["--begin=2026-04-31", "x.sh"]).expect("args parse");
+    let err = build_request(options, ScriptSource::Wrap("true".into()), &ctx).unwrap_err();
+    assert!(err.to_string().contains("--begin"), "{err}");
 }

@@ -229,7 +229,7 @@ fn a_format1_snapshot_decodes_to_the_same_state() {
 }
 
 #[test]
-fn a_format2_snapshot_keeps_what_format1_could_not_hold() {
+fn a_current_snapshot_keeps_what_older_formats_could_not_hold() {
     let mut state = cluster(2, 8);
     let mut asked = spec("alice", 1, 1);
     asked.time_min = Some(TimeLimit::Seconds(600));
@@ -237,6 +237,8 @@ fn a_format2_snapshot_keeps_what_format1_could_not_hold() {
     asked.mail_user = Some("alice@example.org".into());
     asked.command = Some("/home/alice/train.sh".into());
     asked.cpus_per_task_given = true;
+    asked.begin_time = Some(at(3600));
+    asked.min_cpus_per_node = Some(4);
     let id = submit(&mut state, asked.clone(), at(5));
     let bytes = snapshot::encode(&state).expect("encodes");
     assert_eq!(bytes[8..12], snapshot::FORMAT_VERSION.to_le_bytes());

@@ -44,6 +44,12 @@ pub fn option_error(program: &str, e: &corral_state::slurm::FormatError) -> (Str
                 SBATCH_OPTION_ERROR,
             );
         }
+        "--begin time" => {
+            return (
+                format!("{program}: error: Invalid --begin specification\n{e}"),
+                SBATCH_OPTION_ERROR,
+            );
+        }
         // sbatch finds a bad GRES only when it builds the request: status 1.
         "gres" => {
             return (

@@ -4,7 +4,7 @@
 //! Times are UTC.
 
 use corral_state::Timestamp;
-use corral_state::job::{Attempt, Job, JobState, MemoryRequest};
+use corral_state::job::{Attempt, Job, JobState, MemoryRequest, PendingReason};
 use corral_state::slurm::duration::format_time_limit;
 use corral_state::slurm::memory::format_memory_mb;
 
@@ -82,14 +82,24 @@ pub fn show_job(
         format_time_limit(job.time_limit),
         spec.time_min.map_or("N/A".to_string(), format_time_limit)
     ));
+    // A --begin time holds eligibility back; a job waiting for it is
+    // expected to start then, as scontrol shows it.
+    let eligible = spec
+        .begin_time
+        .map_or(job.eligible_since, |begin| begin.max(job.eligible_since));
     lines.push(format!(
         "SubmitTime={} EligibleTime={}",
         format_timestamp(job.submitted_at),
-        format_timestamp(job.eligible_since)
+        format_timestamp(eligible)
     ));
+    let waits_to_begin = current.is_none() && job.reason == PendingReason::BeginTime;
     lines.push(format!(
         "StartTime={} EndTime={}",
-        time_or_unknown(current.map(|a| a.started_at)),
+        time_or_unknown(
+            current
+                .map(|a| a.started_at)
+                .or(spec.begin_time.filter(|_| waits_to_begin))
+        ),
         time_or_unknown(end_time(job, current))
     ));
     lines.push(format!(

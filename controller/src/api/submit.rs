@@ -126,6 +126,10 @@ fn job_request(
         },
         environment: request.environment.into_iter().collect(),
         command: (!request.command.is_empty()).then_some(request.command),
+        // --begin's `now+1hour` counts from the moment the cluster takes the
+        // submission (this controller's clock; the leader's is within its
+        // skew bound).
+        now: crate::clock::now(),
     };
     let (spec, batch) = build_request(options, source, &context).map_err(|e| bad(&e))?;
     Ok((spec, batch, warnings))

@@ -758,6 +758,7 @@ impl Builder {
             cwd: format!("/home/{user}"),
             environment: BTreeMap::new(),
             command: None,
+            now: self.clock,
         };
         let (spec, batch) = build_request(sbatch, ScriptSource::Wrap("true".into()), &context)
             .map_err(|e| e.to_string())?;

@@ -56,6 +56,13 @@ fn dispatch(
             key,
             ..
         } => submit::submit(state, (*spec).into(), batch, &by, key, now),
+        SubmitFormat2 {
+            spec,
+            batch,
+            by,
+            key,
+            ..
+        } => submit::submit(state, (*spec).into(), batch, &by, key, now),
         StepStarted {
             job,
             attempt,

@@ -101,7 +101,7 @@ pub(super) fn submit(
             time_limit,
             resources: resources.clone(),
             state: JobState::Pending,
-            reason: initial_reason(&spec),
+            reason: initial_reason(&spec, now),
             hold: spec.hold.then_some(Hold::User),
             submitted_at: now,
             eligible_since: now,
@@ -135,9 +135,11 @@ fn check_key(key: &str) -> Result<(), Rejection> {
 /// The longest idempotency key a submission may carry.
 const MAX_SUBMIT_KEY_BYTES: usize = 128;
 
-fn initial_reason(spec: &JobSpec) -> PendingReason {
+fn initial_reason(spec: &JobSpec, now: Timestamp) -> PendingReason {
     if spec.hold {
         PendingReason::JobHeldUser
+    } else if spec.begin_time.is_some_and(|begin| begin > now) {
+        PendingReason::BeginTime
     } else if spec.dependency.is_some() {
         PendingReason::Dependency
     } else {
@@ -456,7 +458,10 @@ pub(super) fn resolve_resources(spec: &JobSpec) -> Result<ResourceRequest, Rejec
     }
     let cpus_for_tasks = spec.cpus_per_task.saturating_mul(tasks_per_node);
     let cpus_for_gpus = spec.cpus_per_gpu.unwrap_or(0).saturating_mul(gpus_per_node);
-    let cpus_per_node = cpus_for_tasks.max(cpus_for_gpus).max(1);
+    let cpus_per_node = cpus_for_tasks
+        .max(cpus_for_gpus)
+        .max(spec.min_cpus_per_node.unwrap_or(0))
+        .max(1);
     let (memory_per_node_mb, whole_node_memory) = match spec.memory {
         MemoryRequest::Unspecified => (0, false),
         MemoryRequest::PerNodeMb(mb) => (mb, false),

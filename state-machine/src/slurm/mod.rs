@@ -6,6 +6,7 @@
 //! environment).
 
 pub mod array;
+pub mod begin;
 pub mod dependency;
 pub mod duration;
 pub mod error;

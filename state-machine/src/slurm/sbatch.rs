@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FormatError;
 use super::array::{ArraySpec, parse_array};
+use super::begin::{BeginSpec, parse_begin};
 use super::dependency::{DependencySpec, parse_dependency};
 use super::duration::{TimeLimit, parse_duration, parse_time_limit};
 use super::gres::{GpuRequest, parse_gpu_count, parse_gres};
@@ -164,6 +165,10 @@ pub struct SbatchOptions {
     /// `-W, --wait`: sbatch waits for the job to end and exits with its
     /// status.
     pub wait: bool,
+    /// `-b, --begin`, resolved against the submission's time.
+    pub begin: Option<BeginSpec>,
+    /// `--mincpus`: CPUs each node gives the job at least.
+    pub mincpus: Option<u32>,
     /// One line for each option accepted that has no effect here (`--hint`,
     /// `--overcommit`, ...), said to the user at submission.
     pub warnings: Vec<String>,
@@ -217,6 +222,8 @@ impl SbatchOptions {
             parsable,
             test_only,
             wait,
+            begin,
+            mincpus,
             warnings,
         } = overrides;
         SbatchOptions {
@@ -270,6 +277,8 @@ impl SbatchOptions {
             parsable: parsable || self.parsable,
             test_only: test_only || self.test_only,
             wait: wait || self.wait,
+            begin: begin.or(self.begin),
+            mincpus: mincpus.or(self.mincpus),
             warnings: self.warnings.into_iter().chain(warnings).collect(),
         }
     }
@@ -512,6 +521,10 @@ enum Value {
     NtasksPerCore,
     /// `--get-user-env=TIMEOUT`: as the flag.
     GetUserEnv,
+    /// `-b, --begin`.
+    Begin,
+    /// `--mincpus`.
+    MinCpus,
     /// Accepted, without effect here (see [`NO_EFFECT`]).
     NoEffect,
 }
@@ -667,10 +680,10 @@ const OPTIONS: &[OptionDef] = &[
     OptionDef::value("prefer", None, Value::NoEffect),
     // Refused with a reason (see REFUSED); the arity is getopt's, so that the
     // option is found and named whole.
-    OptionDef::value("begin", Some('b'), Value::NoEffect),
+    OptionDef::value("begin", Some('b'), Value::Begin),
     OptionDef::value("deadline", None, Value::NoEffect),
     OptionDef::value("licenses", Some('L'), Value::NoEffect),
-    OptionDef::value("mincpus", None, Value::NoEffect),
+    OptionDef::value("mincpus", None, Value::MinCpus),
     OptionDef::value("tmp", None, Value::NoEffect),
     OptionDef::value("uid", None, Value::NoEffect),
     OptionDef::value("gid", None, Value::NoEffect),
@@ -692,20 +705,12 @@ const OPTIONS: &[OptionDef] = &[
 /// instead: what the user is told.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "begin",
-        "jobs become eligible as soon as they are submitted; submit the job later (`at`, cron), or submit it held (-H) and `scontrol release` it then",
-    ),
-    (
         "deadline",
         "corral does not cancel jobs that cannot end by a deadline; give a time limit (--time) that ends in time",
     ),
     (
         "licenses",
         "corral counts no licenses; limit concurrent jobs with a QOS (MaxJobsPerUser, GrpTRES) instead",
-    ),
-    (
-        "mincpus",
-        "ask for CPUs with --cpus-per-task and --ntasks-per-node, which give each node at least that many",
     ),
     (
         "tmp",
@@ -1195,6 +1200,8 @@ fn apply_value(
         Value::MailUser => opts.mail_user = owned(),
         Value::Wrap => opts.wrap = owned(),
         Value::GetUserEnv => set_variable(opts, long, "SLURM_GET_USER_ENV", "1"),
+        Value::Begin => opts.begin = Some(parse_begin(text)?),
+        Value::MinCpus => opts.mincpus = Some(parse_positive(option, text)?),
     }
     Ok(())
 }
@@ -1653,8 +1660,7 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
         // Refused by name, with what to do instead, long or short, on the
         // command line or in #SBATCH lines.
         for line in [
-            "--begin=now+1hour",
-            "-b now",
+            "--deadline=now+1hour",
             "--tmp=10G",
             "-L matlab",
             "--clusters=c2",
@@ -1670,8 +1676,15 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
                 "{line}: a reason and an alternative: {err}"
             );
         }
-        let err = parse_script_directives("#!/bin/sh\n#SBATCH --mincpus=8\n").unwrap_err();
-        assert!(err.reason.contains("--cpus-per-task"), "{err}");
+        let err = parse_script_directives("#!/bin/sh\n#SBATCH --licenses=matlab\n").unwrap_err();
+        assert!(err.reason.contains("QOS"), "{err}");
+        let (opts, _) = parse_args(&["-b", "now+1hour", "--mincpus", "8"]).unwrap();
+        assert!(opts.begin.is_some() && opts.mincpus == Some(8));
+        let err = parse_args(&["--begin=soon"]).unwrap_err();
+        assert!(
+            err.reason.starts_with("Invalid --begin specification"),
+            "{err}"
+        );
         // `--wait` is not taken for a prefix of `--wait-all-nodes`.
         let (opts, _) = parse_args(&["--wait", "-W"]).unwrap();
         assert!(opts.wait && opts.warnings.is_empty());
@@ -1977,7 +1990,8 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
              --gpus-per-task=1 --cpus-per-gpu=12 --array=1-3 --dependency=singleton \
              --signal=R:TERM@10 --exclusive --export=NONE --nice=-5 --hold --switches=1@10 \
              --constraint=x --reservation=r --nodelist=n1 --exclude=n2 --comment=c \
-             --mail-type=END --mail-user=me@example.org --wrap=true --parsable --test-only --wait",
+             --mail-type=END --mail-user=me@example.org --wrap=true --parsable --test-only --wait \
+             --begin=now+60 --mincpus=16",
         );
         let expected = SbatchOptions {
             job_name: Some("j".into()),
@@ -2049,6 +2063,8 @@ srun torchrun --nnodes=4 --nproc-per-node=8 train.py --config llama.yaml
             parsable: true,
             test_only: true,
             wait: true,
+            begin: Some(super::super::begin::parse_begin("now+60").unwrap()),
+            mincpus: Some(16),
             warnings: Vec::new(),
         };
         assert_eq!(parsed, expected);
