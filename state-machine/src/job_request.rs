@@ -97,6 +97,15 @@ pub fn build_request(
         ),
     };
     let memory = memory_request(&options)?;
+    // As Slurm's controller refuses it (the partition's default time limit is
+    // not known here: only an explicit --time is compared).
+    if let (Some(min), Some(limit)) = (options.time_min, options.time_limit)
+        && min > limit
+    {
+        return Err(RequestError::Conflict(
+            "Invalid time-min specification (exceeds job's time or other limits): --time-min is longer than --time".into(),
+        ));
+    }
     let mut environment = exported_environment(options.export.as_ref(), &ctx.environment);
     environment.extend(options.job_variables());
     let workdir = match &options.chdir {

@@ -324,3 +324,16 @@ fn begin_waits_for_its_time_and_mincpus_raises_the_cpus_of_each_node() {
     let err = build_request(options, ScriptSource::Wrap("true".into()), &ctx).unwrap_err();
     assert!(err.to_string().contains("--begin"), "{err}");
 }
+
+#[test]
+fn a_time_min_beyond_the_time_limit_is_refused_as_slurm_refuses_it() {
+    let (options, _) = parse_args(&["--time=10", "--time-min=20", "x.sh"]).expect("args parse");
+    let err = build_request(options, ScriptSource::Wrap("true".into()), &context()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("Invalid time-min specification (exceeds job's time or other limits)"),
+        "{err}"
+    );
+    let (options, _) = parse_args(&["--time=20", "--time-min=10", "x.sh"]).expect("args parse");
+    assert!(build_request(options, ScriptSource::Wrap("true".into()), &context()).is_ok());
+}

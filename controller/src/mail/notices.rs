@@ -9,6 +9,8 @@
 //! - `REQUEUE` when it goes back to the queue: `... Requeued, Run time 00:20:00`.
 //! - `TIME_LIMIT_50/80/90` and `TIME_LIMIT` when the running attempt reaches
 //!   that share of its limit: `... Reached 80% of time limit, Run time 00:48:00`.
+//! - `INVALID_DEPEND` when its dependency can never be satisfied (reason
+//!   `DependencyNeverSatisfied`): `... Invalid dependency`, once.
 //!
 //! An array's tasks are mailed about together unless `ARRAY_TASKS` is given: one
 //! `Began` when its first task starts and one summary when its last task ends
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 
 use corral_state::ClusterState;
 use corral_state::Timestamp;
-use corral_state::job::{Attempt, Job, JobState};
+use corral_state::job::{Attempt, Job, JobState, PendingReason};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::hostlist;
 use corral_state::slurm::mail::MailTypes;
@@ -46,6 +48,8 @@ pub struct Seen {
     /// The time-limit thresholds passed by the newest attempt (bits of
     /// [`THRESHOLDS`]).
     time_marks: u8,
+    /// Its dependency was found never to be satisfied.
+    invalid_dependency: bool,
 }
 
 /// The time-limit warnings: percent of the limit, the mail type, its words.
@@ -65,6 +69,7 @@ impl Seen {
             requeues: job.requeue_count,
             ended: job.state.is_terminal(),
             time_marks: passed_thresholds(job, now),
+            invalid_dependency: job.reason == PendingReason::DependencyNeverSatisfied,
         }
     }
 }
@@ -119,6 +124,23 @@ pub fn notices(state: &ClusterState, job: &Job, seen: Seen, cluster: &str) -> (V
                 .insert("SLURM_JOB_RUN_TIME".into(), clock(run));
         }
         mails.push(mail);
+    }
+    after.invalid_dependency |= seen.invalid_dependency;
+    if after.invalid_dependency
+        && !seen.invalid_dependency
+        && wanted.contains(MailTypes::INVALID_DEPEND)
+    {
+        const WORDS: &str = "Invalid dependency";
+        if task_mails(job) {
+            mails.push(mail_about(job, cluster, WORDS, ""));
+        } else if array_tasks(state, job)
+            .first()
+            .is_some_and(|first| first.id == job.id)
+        {
+            // The array's tasks share the dependency: its first task speaks
+            // for the array, once.
+            mails.push(summary(job, cluster, WORDS, ""));
+        }
     }
     if job.state.is_terminal() && !seen.ended {
         mails.extend(ended(state, job, cluster));
@@ -382,6 +404,31 @@ mod tests {
         let job = state.job(id).expect("job");
         let (mails, after) = notices(state, job, seen, "c1");
         (mails.into_iter().map(|m| m.subject).collect(), after)
+    }
+
+    #[test]
+    fn a_dependency_that_can_never_be_met_is_mailed_once() {
+        let mut state = cluster(1, 8);
+        let mut asked = spec("alice", 1, 1);
+        asked.mail_type = mail_types("INVALID_DEPEND");
+        let id = submit(&mut state, asked, at(10));
+        let (none, seen) = look(&state, id, Seen::default());
+        assert!(none.is_empty(), "{none:?}");
+        ok(
+            &mut state,
+            Command::ApplyPlan {
+                allocations: vec![],
+                preemptions: vec![],
+                reasons: vec![(id, PendingReason::DependencyNeverSatisfied)],
+                at: at(11),
+            },
+        );
+        let (mails, seen) = look(&state, id, seen);
+        assert_eq!(
+            mails,
+            [format!("Slurm Job_id={id} Name=train Invalid dependency")]
+        );
+        assert!(look(&state, id, seen).0.is_empty(), "once");
     }
 
     #[test]

@@ -65,6 +65,8 @@ impl MailTypes {
     pub const TIME_LIMIT_50: MailTypes = MailTypes(TIME_LIMIT_50);
     /// `ARRAY_TASKS`: an array's tasks are mailed about one by one.
     pub const ARRAY_TASKS: MailTypes = MailTypes(ARRAY_TASKS);
+    /// `INVALID_DEPEND`: the job's dependency can never be satisfied.
+    pub const INVALID_DEPEND: MailTypes = MailTypes(INVALID_DEPEND);
 
     /// Whether every event of `other` is asked for.
     pub fn contains(self, other: MailTypes) -> bool {
