@@ -268,8 +268,15 @@ pub const CARRIER: &str = "--slurm-option";
 /// of srun's other options takes a value, so that its value is not read as
 /// an option.
 pub fn carry(args: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Vec<OsString> {
-    let mut kept = Vec::with_capacity(args.len());
-    let mut carried = Vec::new();
+    let mut kept: Vec<OsString> = Vec::with_capacity(args.len());
+    let mut carried: Vec<OsString> = Vec::new();
+    let mut carry_one = |long: &str, value: Option<String>| {
+        carried.push(OsString::from(CARRIER));
+        carried.push(OsString::from(match value {
+            Some(value) => format!("{long}={value}"),
+            None => long.to_string(),
+        }));
+    };
     let mut words = args.into_iter();
     while let Some(word) = words.next() {
         let Some(text) = word.to_str().map(str::to_string) else {
@@ -280,65 +287,79 @@ pub fn carry(args: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Vec<OsS
             kept.push(word);
             break;
         }
-        let (found, inline) = find(&text);
-        let Some(found) = found else {
-            // One of SrunArgs's own, or unknown: left to clap, with its value.
-            let name = text.split('=').next().unwrap_or(&text).to_string();
-            let separate = !text.contains('=') && takes_value(&name) && short_value_missing(&text);
-            kept.push(word);
-            if separate && let Some(value) = words.next() {
-                kept.push(value);
+        if let Some(long) = text.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (long, None),
+            };
+            match OPTIONS.iter().find(|o| o.long == name) {
+                Some(found) => {
+                    let value = match (found.arity, inline) {
+                        (Arity::None, _) => None,
+                        (_, Some(value)) => Some(value),
+                        (Arity::Required, None) => words.next().and_then(|v| v.into_string().ok()),
+                        (Arity::Optional, None) => None,
+                    };
+                    carry_one(found.long, value);
+                }
+                // One of SrunArgs's own, or unknown: left to clap, with its value.
+                None => {
+                    let separate = inline.is_none() && takes_value(&format!("--{name}"));
+                    kept.push(word);
+                    if separate && let Some(value) = words.next() {
+                        kept.push(value);
+                    }
+                }
             }
             continue;
-        };
-        let value = match (found.arity, inline) {
-            (Arity::None, _) => None,
-            (_, Some(value)) => Some(value),
-            (Arity::Required, None) => words.next().and_then(|v| v.into_string().ok()),
-            (Arity::Optional, None) => None,
-        };
-        carried.push(OsString::from(CARRIER));
-        carried.push(OsString::from(match value {
-            Some(value) => format!("{}={value}", found.long),
-            None => found.long.to_string(),
-        }));
+        }
+        // A bundle of short options, read letter by letter as getopt does: a
+        // letter that takes a value takes the rest of the word, or the next word.
+        let letters: Vec<char> = text.chars().skip(1).collect();
+        let mut at = 0;
+        while let Some(&letter) = letters.get(at) {
+            at += 1;
+            let rest: String = letters[at..].iter().collect();
+            let value_taken = match OPTIONS.iter().find(|o| o.short == Some(letter)) {
+                Some(found) if found.arity == Arity::None => {
+                    carry_one(found.long, None);
+                    false
+                }
+                Some(found) => {
+                    let value = if !rest.is_empty() {
+                        Some(rest)
+                    } else if found.arity == Arity::Required {
+                        words.next().and_then(|v| v.into_string().ok())
+                    } else {
+                        None
+                    };
+                    carry_one(found.long, value);
+                    true
+                }
+                None if takes_value(&format!("-{letter}")) => {
+                    kept.push(OsString::from(format!("-{letter}")));
+                    if rest.is_empty() {
+                        if let Some(value) = words.next() {
+                            kept.push(value);
+                        }
+                    } else {
+                        kept.push(OsString::from(rest));
+                    }
+                    true
+                }
+                None => {
+                    kept.push(OsString::from(format!("-{letter}")));
+                    false
+                }
+            };
+            if value_taken {
+                break;
+            }
+        }
     }
     carried.extend(kept);
     carried.extend(words);
     carried
-}
-
-/// For a short option word (`-N2` or `-N`), whether its value is the next
-/// word; a long option's always is when it takes one and has no `=`.
-fn short_value_missing(text: &str) -> bool {
-    match text.strip_prefix('-') {
-        Some(rest) if !rest.starts_with('-') => rest.chars().count() == 1,
-        _ => true,
-    }
-}
-
-/// The option `word` names (`--name`, `--name=value`, `-X`, `-Xvalue`), and
-/// its inline value.
-fn find(word: &str) -> (Option<&'static SlurmOption>, Option<String>) {
-    if let Some(long) = word.strip_prefix("--") {
-        let (name, inline) = match long.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_string())),
-            None => (long, None),
-        };
-        return (OPTIONS.iter().find(|o| o.long == name), inline);
-    }
-    let mut letters = word.trim_start_matches('-').chars();
-    let Some(letter) = letters.next() else {
-        return (None, None);
-    };
-    let rest: String = letters.collect();
-    let found = OPTIONS.iter().find(|o| o.short == Some(letter));
-    match found {
-        Some(o) if o.arity != Arity::None && !rest.is_empty() => (Some(o), Some(rest)),
-        Some(o) if rest.is_empty() => (Some(o), None),
-        // A flag bundled with others (`-Ol`): left to clap.
-        _ => (None, None),
-    }
 }
 
 /// What srun does with the carried options: the allocation options they add
@@ -427,6 +448,35 @@ mod tests {
                 "--hint",
                 "x",
             ])
+        );
+        // Bundles, as getopt reads them: `-lN 2`, `-Ol`, `-N2`, `-vv`.
+        assert_eq!(
+            carry(
+                os(&["-lN", "2", "-Ol", "-vv", "-N2", "--hint", "x", "cmd"]),
+                takes_value
+            ),
+            os(&[
+                CARRIER,
+                "overcommit",
+                CARRIER,
+                "verbose",
+                CARRIER,
+                "verbose",
+                CARRIER,
+                "hint=x",
+                "-l",
+                "-N",
+                "2",
+                "-l",
+                "-N",
+                "2",
+                "cmd",
+            ])
+        );
+        // A value that starts with '-' stays with its option; `--` ends it all.
+        assert_eq!(
+            carry(os(&["-o", "-x", "--", "--hint=x"]), takes_value),
+            os(&["-o", "-x", "--", "--hint=x"])
         );
         // A plugin's option stays for clap to refuse in getopt's words.
         let untouched = os(&["--container-image=x", "true"]);

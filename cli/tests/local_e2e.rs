@@ -310,7 +310,11 @@ default = true
     assert_ne!(a, b, "two jobs, two instances");
     slots.sort();
     assert_eq!(slots, ["1", "2"]);
-    assert_eq!(line("whole"), "0 0", "the whole GPU keeps its index");
+    let whole_gpu = line("whole");
+    assert!(
+        whole_gpu.starts_with("GPU-") && whole_gpu.ends_with(" 0"),
+        "beside instances a whole GPU is named by its UUID, its slot number kept: {whole_gpu}"
+    );
     // An XID on GPU 1 (double-bit ECC: drains the GPU) ends the jobs on both
     // of its instances; they are requeued and wait, as no instance is left.
     let out = Command::new(corral_bin())

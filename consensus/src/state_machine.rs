@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use corral_state::ClusterState;
+use corral_state::snapshot::FORMAT_VERSION;
+use corral_state::{ClusterState, Command};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
@@ -362,6 +363,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                                     AnyError::new(&e),
                                 ))
                             })?;
+                    // A leader of a newer build wrote its format first: stop
+                    // there rather than apply its entries by this build's rules.
+                    newer_format(&commands).map_or(Ok(()), |e| {
+                        Err(StorageError::from(StorageIOError::apply(
+                            entry.log_id,
+                            AnyError::new(&e),
+                        )))
+                    })?;
                     Applied {
                         results: commands
                             .into_iter()
@@ -452,11 +461,55 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 }
 
+/// An entry written under a stored format newer than this build's.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the log holds stored format {found}, written by a newer corral; this build reads up to format {readable}: upgrade this replica"
+)]
+pub struct NewerFormat {
+    /// The format the entry names.
+    pub found: u32,
+    /// The newest this build reads.
+    pub readable: u32,
+}
+
+/// The first [`Command::StoredFormat`] among `commands` that names a format
+/// newer than this build's, as an error.
+pub fn newer_format(commands: &[Command]) -> Option<NewerFormat> {
+    commands.iter().find_map(|command| match command {
+        Command::StoredFormat { format } if *format > FORMAT_VERSION => Some(NewerFormat {
+            found: *format,
+            readable: FORMAT_VERSION,
+        }),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn an_entry_of_a_newer_stored_format_is_named_and_this_ones_pass() {
+        let tick = Command::Tick {
+            at: corral_state::Timestamp(1),
+        };
+        let ours = Command::StoredFormat {
+            format: FORMAT_VERSION,
+        };
+        assert!(newer_format(&[tick.clone(), ours]).is_none());
+        let newer = Command::StoredFormat {
+            format: FORMAT_VERSION + 1,
+        };
+        let error = newer_format(&[tick, newer]).unwrap();
+        assert_eq!(error.found, FORMAT_VERSION + 1);
+        assert!(
+            error.to_string().contains("upgrade this replica"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn the_snapshot_thread_lowers_only_its_own_priority() {

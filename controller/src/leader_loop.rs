@@ -86,6 +86,14 @@ async fn lead(
     stop: &mut watch::Receiver<bool>,
     stats: &mut LeaderStats,
 ) {
+    // Before any plan: a replica of an older build stops here instead of
+    // applying this build's entries by its own rules.
+    let format = Command::StoredFormat {
+        format: corral_state::snapshot::FORMAT_VERSION,
+    };
+    if let Err(NotLeading) = propose(replica, format).await {
+        return;
+    }
     let mut ticks = tokio::time::interval_at(Instant::now(), timing.tick_interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut passes = tokio::time::interval_at(Instant::now(), timing.schedule_interval);

@@ -502,6 +502,16 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+    /// The stored format of the build that leads, proposed by each leader when
+    /// its term starts, before any plan: it changes nothing. A replica on a
+    /// build that cannot read this variant (format 2) or whose format is older
+    /// than `format` stops at this entry, naming the format, until it is
+    /// upgraded; so no replica ever applies a newer leader's entries by older
+    /// rules, whatever order the controllers are upgraded in.
+    StoredFormat {
+        /// The leader's [`crate::snapshot::FORMAT_VERSION`].
+        format: u32,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -548,7 +558,8 @@ macro_rules! time_slot {
             | RemoveQos { .. }
             | SetTopology { .. }
             | SetReservation { .. }
-            | DeleteReservation { .. } => None,
+            | DeleteReservation { .. }
+            | StoredFormat { .. } => None,
         }
     }};
 }

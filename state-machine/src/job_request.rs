@@ -161,7 +161,7 @@ pub fn build_request(
         begin_time: match options.begin {
             Some(begin) => Some(begin.resolve(ctx.now).ok_or_else(|| {
                 RequestError::Conflict(
-                    "--begin names a date the calendar does not have (or one past 2499); give an existing one".into(),
+                    "--begin names a date the calendar does not have, or one after the year 2500; give an existing one".into(),
                 )
             })?),
             None => None,

@@ -159,6 +159,11 @@ impl FromStr for MigEntry {
         if last < first {
             return Err(bad(format!("the range {gpus} runs backwards")));
         }
+        if last as usize >= MAX_GPUS_PER_NODE {
+            return Err(bad(format!(
+                "GPU {last} is past the {MAX_GPUS_PER_NODE} GPUs a node may have"
+            )));
+        }
         let mut list = Vec::new();
         for part in profiles.split('+') {
             let (profile, count) = match part.split_once('*') {
@@ -174,7 +179,7 @@ impl FromStr for MigEntry {
                 None => (part, 1),
             };
             let profile: MigProfile = profile.trim().parse().map_err(bad)?;
-            if list.len() + count > MAX_SLICES_PER_GPU as usize {
+            if count > MAX_SLICES_PER_GPU as usize - list.len().min(MAX_SLICES_PER_GPU as usize) {
                 return Err(bad(format!(
                     "a GPU holds at most {MAX_SLICES_PER_GPU} MIG instances"
                 )));
@@ -381,6 +386,11 @@ mod tests {
             ("0:1g.5gb*8", "at most 7 MIG instances"),
             ("0:1g.5gb*0", "not a count"),
             ("0:3g.20gb,0:1g.5gb", "already split"),
+            (
+                "0:1g.5gb+1g.5gb*18446744073709551615",
+                "at most 7 MIG instances",
+            ),
+            ("0-4294967295:1g.5gb", "past the 64 GPUs"),
         ] {
             let message = text.parse::<MigLayout>().unwrap_err().to_string();
             assert!(message.contains(reason), "{text}: {message}");

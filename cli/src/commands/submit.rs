@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use corral_proto::api::SubmitJobRequest;
+use corral_state::job::{Job, JobState};
 use corral_state::job_request::command_of_script;
 use corral_state::slurm::sbatch::parse_args;
 
@@ -104,6 +105,10 @@ async fn submit(
         None if options.wrap.is_some() => (String::new(), String::new(), Vec::new()),
         None => (String::new(), read_stdin()?, Vec::new()),
     };
+    // `#SBATCH --wait` too: sbatch reads its script's options itself.
+    let wait = options.wait
+        || corral_state::slurm::sbatch::parse_script_directives(&script_text)
+            .is_ok_and(|directives| directives.wait);
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     // scontrol's Command=: (null) for --wrap and a script on standard input.
     let command = if script_path.is_empty() {
@@ -169,7 +174,7 @@ async fn submit(
     } else {
         println!("Submitted batch job {}", reply.first_job_id);
     }
-    if options.wait {
+    if wait {
         return wait_for_exit(cluster, reply.first_job_id).await;
     }
     Ok(ExitCode::SUCCESS)
@@ -181,18 +186,21 @@ async fn submit(
 async fn wait_for_exit(cluster: &Cluster, job: u64) -> anyhow::Result<ExitCode> {
     let jobs = super::wait::resolve(cluster, &[job]).await?;
     let ended = super::wait::until_all_ended(cluster, &jobs, |_| {}).await?;
-    let code = ended
-        .values()
-        .map(
-            |job| match job.current_attempt().and_then(|a| a.batch_exit.as_ref()) {
-                Some(exit) if exit.signal.is_some() => 1,
-                Some(exit) => exit.code.clamp(0, 255),
-                None => 0,
-            },
-        )
-        .max()
-        .unwrap_or(0);
+    let code = ended.values().map(exit_code_of).max().unwrap_or(0);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// What `sbatch --wait` makes of one ended job, as Slurm's sbatch: its
+/// script's exit code; 1 for a script killed by a signal, or a job that failed
+/// without its script's status (its node failed, its launch did); 0 for one
+/// cancelled before it ran.
+fn exit_code_of(job: &Job) -> i32 {
+    match job.current_attempt().and_then(|a| a.batch_exit.as_ref()) {
+        Some(exit) if exit.signal.is_some() => 1,
+        Some(exit) => exit.code.clamp(0, 255),
+        None if matches!(job.state, JobState::Completed | JobState::Cancelled) => 0,
+        None => 1,
+    }
 }
 
 fn read_stdin() -> anyhow::Result<String> {

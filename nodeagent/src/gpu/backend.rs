@@ -24,6 +24,10 @@ pub struct GpuInfo {
     /// GPU of its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mig: Vec<MigInstance>,
+    /// MIG mode is on. Such a GPU is offered only as its instances: with none
+    /// (not created yet, or unreadable), it offers nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mig_mode: bool,
 }
 
 /// One MIG instance of a GPU in MIG mode.

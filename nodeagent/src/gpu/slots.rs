@@ -3,14 +3,21 @@
 //! names it (`a100_3g.20gb`). Slots are numbered in enumeration order (GPUs by
 //! index, each one's instances in turn), as Slurm numbers a node's `gpu`
 //! devices, so `SLURM_JOB_GPUS` lists slot numbers while `CUDA_VISIBLE_DEVICES`
-//! names each slot as CUDA knows it: a whole GPU by its index, an instance by
-//! its `MIG-...` UUID ([`GpuSlots::devices`]).
+//! names each slot as CUDA knows it ([`GpuSlots::devices`]): an instance by its
+//! `MIG-...` UUID, and on such a node a whole GPU by its `GPU-...` UUID (CUDA's
+//! ordinals need not be NVML's indices once MIG is on); elsewhere by index.
+//! A GPU in MIG mode without instances offers no slot (the node then registers
+//! with fewer GPUs than configured, and is drained), never itself whole.
 //!
 //! [`GpuSlots`] wraps a backend that speaks of physical GPUs and speaks of
 //! slots: its inventory, its samples (an instance reports its GPU's readings)
-//! and its XID events (an XID on a GPU is raised for every slot on it, so the
-//! jobs on all its instances end and every instance is drained). On a node
-//! without MIG it changes nothing.
+//! and its XID events. An XID that takes the GPU out of service is raised for
+//! every slot on it, so the jobs on all its instances end and every instance
+//! is drained. An application XID (one that only kills the job) cannot be
+//! pinned to an instance (the event as NVML's wrapper gives it names no
+//! instance), so on a split GPU it kills nothing: killing every instance's
+//! jobs would break MIG's isolation, and the faulting program gets the CUDA
+//! error itself. On a node without MIG nothing changes.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +25,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
 use super::details::NodeGpuDetails;
+use super::xid::classify_xid;
 
 /// One slot: where it lives and how CUDA names it.
 #[derive(Debug, Clone)]
@@ -53,13 +61,25 @@ impl GpuSlots {
     pub fn new(backend: Box<dyn GpuBackend>) -> Self {
         let mut slots: Vec<Slot> = Vec::new();
         let gpus = backend.gpus();
-        let split = gpus.iter().any(|gpu| !gpu.mig.is_empty());
+        let split = gpus.iter().any(|gpu| gpu.mig_mode);
         for gpu in gpus {
-            if gpu.mig.is_empty() {
+            if gpu.mig_mode && gpu.mig.is_empty() {
+                tracing::error!(
+                    gpu = gpu.index,
+                    "GPU {} is in MIG mode but has no MIG instances: it offers no GPU to jobs; create instances (nvidia-smi mig -cgi ... -C) or turn MIG off, then restart the agent",
+                    gpu.index
+                );
+                continue;
+            }
+            if !gpu.mig_mode {
                 let index = slot_number(slots.len());
                 slots.push(Slot {
                     physical: gpu.index,
-                    device: gpu.index.to_string(),
+                    device: if split {
+                        gpu.uuid.clone()
+                    } else {
+                        gpu.index.to_string()
+                    },
                     info: GpuInfo { index, ..gpu },
                 });
                 continue;
@@ -74,6 +94,7 @@ impl GpuSlots {
                         uuid: instance.uuid.clone(),
                         name: format!("{} MIG {}", gpu.name, instance.profile),
                         mig: Vec::new(),
+                        mig_mode: false,
                     },
                 });
             }
@@ -163,6 +184,15 @@ impl GpuBackend for GpuSlots {
             .name("gpu-slot-xids".to_string())
             .spawn(move || {
                 while let Some(event) = physical.blocking_recv() {
+                    if !classify_xid(event.xid).action.drains() {
+                        tracing::warn!(
+                            gpu = event.gpu,
+                            xid = event.xid,
+                            "application XID {} on a GPU split into MIG instances: it names no instance, so no job is killed for it",
+                            event.xid
+                        );
+                        continue;
+                    }
                     let Some(slots) = by_gpu.get(&event.gpu) else {
                         tracing::warn!(
                             gpu = event.gpu,
@@ -226,12 +256,71 @@ mod tests {
             ]
         );
         let devices = slots.devices();
-        assert_eq!(devices[0], "0");
+        assert!(devices[0].starts_with("GPU-"), "{}", devices[0]);
         assert!(devices[1].starts_with("MIG-") && devices[2].starts_with("MIG-"));
         assert_ne!(devices[1], devices[2]);
-        assert_eq!(devices[3], "2", "a whole GPU keeps its own index");
+        assert!(
+            devices[3].starts_with("GPU-"),
+            "a whole GPU beside instances by its UUID: {}",
+            devices[3]
+        );
         let samples: Vec<u32> = slots.sample().iter().map(|s| s.index).collect();
         assert_eq!(samples, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_gpu_in_mig_mode_without_instances_offers_nothing() {
+        let gpus = vec![
+            GpuInfo {
+                index: 0,
+                model: "a100".into(),
+                uuid: "GPU-0".into(),
+                name: "NVIDIA A100".into(),
+                mig: Vec::new(),
+                mig_mode: true,
+            },
+            GpuInfo {
+                index: 1,
+                model: "a100".into(),
+                uuid: "GPU-1".into(),
+                name: "NVIDIA A100".into(),
+                mig: Vec::new(),
+                mig_mode: false,
+            },
+        ];
+        let slots = GpuSlots::new(Box::new(Fixed(gpus)));
+        let offered: Vec<(u32, String)> = slots
+            .gpus()
+            .into_iter()
+            .map(|g| (g.index, g.uuid))
+            .collect();
+        assert_eq!(offered, [(0, "GPU-1".to_string())]);
+        assert_eq!(slots.devices(), ["GPU-1"]);
+    }
+
+    /// A backend with a fixed inventory and no events.
+    struct Fixed(Vec<GpuInfo>);
+
+    impl GpuBackend for Fixed {
+        fn kind(&self) -> &'static str {
+            "fixed"
+        }
+        fn gpus(&self) -> Vec<GpuInfo> {
+            self.0.clone()
+        }
+        fn sample(&self) -> Vec<GpuSample> {
+            Vec::new()
+        }
+        fn details(&self) -> NodeGpuDetails {
+            NodeGpuDetails::from_inventory(
+                "fixed",
+                self.0.clone(),
+                crate::gpu::XidWatch::empty(crate::gpu::XidWatchState::Simulated),
+            )
+        }
+        fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
+            unbounded_channel().1
+        }
     }
 
     #[test]
@@ -254,6 +343,10 @@ mod tests {
         let mut events = slots.xid_events();
         backend
             .apply(&FaultCommand::Xid { gpu: 0, xid: 79 })
+            .expect("injected");
+        // An application XID names no instance: nothing is raised for it.
+        backend
+            .apply(&FaultCommand::Xid { gpu: 0, xid: 13 })
             .expect("injected");
         backend
             .apply(&FaultCommand::Xid { gpu: 1, xid: 48 })

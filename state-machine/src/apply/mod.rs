@@ -93,6 +93,9 @@ fn dispatch(
             status,
             ..
         } => steps::step_ended(state, (job, attempt, &node), step, status, now),
+        // Its check is the replica's (it stops on a newer format); here it
+        // changes nothing.
+        StoredFormat { .. } => Ok(Outcome::Done),
         Cancel { target, by, .. } => job_control::cancel(state, &target, &by, now),
         Hold { job, by } => job_control::hold(state, job, &by),
         Release { job, by, .. } => job_control::release(state, job, &by, now),

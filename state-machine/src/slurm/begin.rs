@@ -76,16 +76,8 @@ pub fn parse_begin(text: &str) -> Result<BeginSpec, FormatError> {
     }
     let mut day = None;
     let mut time = None;
-    // `2026-12-01T08:00` is a date and a time.
-    let words = lower.split_ascii_whitespace().flat_map(|word| {
-        match word
-            .split_once('t')
-            .filter(|_| word.starts_with(|c: char| c.is_ascii_digit()))
-        {
-            Some((date, time)) => vec![date, time],
-            None => vec![word],
-        }
-    });
+    // `2026-12-01T08:00` and `12/01/26-08:00` are a date and a time.
+    let words = lower.split_ascii_whitespace().flat_map(split_date_and_time);
     for word in words {
         let mut set_time = |value| {
             if time.replace(value).is_some() {
@@ -151,6 +143,25 @@ pub fn parse_begin(text: &str) -> Result<BeginSpec, FormatError> {
         return Err(bad("it gives no time"));
     }
     Ok(BeginSpec::At { day, time })
+}
+
+/// A word holding a date and a time (`2026-12-01T08:00`, `12/01-08:00`) as
+/// two words; any other word as it is.
+fn split_date_and_time(word: &str) -> Vec<&str> {
+    if !word.starts_with(|c: char| c.is_ascii_digit()) {
+        return vec![word];
+    }
+    if let Some((date, time)) = word.split_once('t') {
+        return vec![date, time];
+    }
+    // `MM/DD[/YY]-HH:MM`: the dash before the clock time separates them.
+    if word.contains(['/', '.'])
+        && let Some((date, time)) = word.split_once('-')
+        && time.contains(':')
+    {
+        return vec![date, time];
+    }
+    vec![word]
 }
 
 /// `13:00am` → (`13:00`, `am`).
@@ -237,8 +248,13 @@ fn parse_date(text: &str) -> Option<Day> {
 
 impl BeginSpec {
     /// The instant this names for a job submitted at `now`; `None` for a date
-    /// that does not exist (31 April) or is out of range.
+    /// that does not exist (31 April) or is past the year 2500.
     pub fn resolve(&self, now: Timestamp) -> Option<Timestamp> {
+        self.resolve_unbounded(now)
+            .filter(|at| *at <= Timestamp::LATEST_ACCEPTED)
+    }
+
+    fn resolve_unbounded(&self, now: Timestamp) -> Option<Timestamp> {
         match *self {
             BeginSpec::Now(delta) => {
                 let ms = delta.checked_mul(1000)?;
@@ -270,6 +286,18 @@ impl BeginSpec {
                     })
                 };
                 match day {
+                    // A date without a year that has passed is next year's,
+                    // as Slurm's parse_time rolls it.
+                    Some(d @ Day::Date(None, ..)) => {
+                        let date = date_of(d)?;
+                        match at(date) {
+                            Some(this_year) if this_year > now => Some(this_year),
+                            _ => at(Civil {
+                                year: date.year + 1,
+                                ..date
+                            }),
+                        }
+                    }
                     Some(d) => at(date_of(d)?),
                     // A time alone: today's if still ahead (to the minute, as
                     // Slurm), else tomorrow's.
@@ -348,6 +376,22 @@ mod tests {
         assert_eq!(at("1201"), at("2026-12-01"));
         assert_eq!(at("120127"), at("2027-12-01"));
         assert_eq!(at("12.01.27"), at("2027-12-01"));
+        assert_eq!(at("12/01-08:30"), at("2026-12-01T08:30"));
+        assert_eq!(at("12/01/27-08:30:15"), at("2027-12-01T08:30:15"));
+        // A date without a year that has passed is next year's.
+        assert_eq!(at("01/15"), at("2027-01-15"));
+        assert_eq!(at("1121"), at("2027-11-21"), "today's midnight has passed");
+        assert_eq!(
+            at("11/21-09:00"),
+            at("2026-11-21T09:00"),
+            "still ahead today"
+        );
+        assert_eq!(
+            at("2026-01-15"),
+            Timestamp::from_secs(1_768_435_200),
+            "a past date with a year stays"
+        );
+        assert_eq!(parse_begin("2600-01-01").unwrap().resolve(NOW), None);
     }
 
     #[test]

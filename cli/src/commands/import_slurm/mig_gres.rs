@@ -28,10 +28,20 @@ pub struct MigPlan {
 /// profile; `Some(Err(why))` when they cannot be GPUs of one model split as
 /// described above.
 pub fn plan(items: &[&GresItem]) -> Option<Result<MigPlan, String>> {
+    // The model of whole GPUs named beside profile-only types (`gpu:1g.5gb:2,
+    // gpu:a100:1`).
+    let whole_model = items
+        .iter()
+        .filter_map(|item| item.gpu_type.as_deref())
+        .find(|t| !t.contains('_') && t.parse::<MigProfile>().is_err());
     let typed: Vec<(&str, Option<MigProfile>, u64)> = items
         .iter()
+        .filter(|item| item.count > 0)
         .map(|item| {
             let gpu_type = item.gpu_type.as_deref().unwrap_or("");
+            if let Ok(profile) = gpu_type.parse::<MigProfile>() {
+                return (whole_model.unwrap_or(""), Some(profile), item.count);
+            }
             match gpu_type.rsplit_once('_') {
                 Some((model, profile)) => match profile.parse::<MigProfile>() {
                     Ok(profile) => (model, Some(profile), item.count),
@@ -48,8 +58,14 @@ pub fn plan(items: &[&GresItem]) -> Option<Result<MigPlan, String>> {
 }
 
 fn lay_out(typed: &[(&str, Option<MigProfile>, u64)]) -> Result<MigPlan, String> {
-    let model = typed[0].0;
-    if model.is_empty() || typed.iter().any(|(m, _, _)| !m.eq_ignore_ascii_case(model)) {
+    let model = typed.first().map_or("", |(m, _, _)| *m);
+    if model.is_empty() {
+        return Err(
+            "its MIG profiles name no GPU model (write them as MODEL_PROFILE, e.g. a100_3g.20gb)"
+                .to_string(),
+        );
+    }
+    if typed.iter().any(|(m, _, _)| !m.eq_ignore_ascii_case(model)) {
         let models: Vec<&str> = typed.iter().map(|(m, _, _)| *m).collect();
         return Err(format!(
             "its GPUs are not all of one model ({}), and a [[nodes]] line has one",
@@ -72,7 +88,7 @@ fn lay_out(typed: &[(&str, Option<MigProfile>, u64)]) -> Result<MigPlan, String>
             ));
         }
         let gpus = count / per_gpu;
-        let last = next + gpus - 1;
+        let last = (next + gpus).saturating_sub(1);
         let range = if gpus == 1 {
             next.to_string()
         } else {
@@ -131,6 +147,17 @@ mod tests {
             .unwrap();
         assert_eq!(plan.gpus, 8);
         assert_eq!(plan.mig, ["4-6:3g.40gb*2", "7:7g.80gb"]);
+    }
+
+    #[test]
+    fn profile_only_types_take_the_whole_gpus_model_and_zero_counts_are_skipped() {
+        let plan = planned(&[("a100", 1), ("1g.5gb", 7), ("a100_3g.20gb", 0)])
+            .unwrap()
+            .unwrap();
+        assert_eq!((plan.model.as_str(), plan.gpus), ("a100", 2));
+        assert_eq!(plan.mig, ["1:1g.5gb*7"]);
+        let why = planned(&[("1g.5gb", 7)]).unwrap().unwrap_err();
+        assert!(why.contains("name no GPU model"), "{why}");
     }
 
     #[test]

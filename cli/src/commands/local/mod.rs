@@ -546,6 +546,13 @@ fn node_gpus(args: &LocalUpArgs) -> anyhow::Result<NodeGpus> {
                     models.join(", ")
                 );
             };
+            if let Some(empty) = found.iter().find(|gpu| gpu.mig_mode && gpu.mig.is_empty()) {
+                bail!(
+                    "GPU {} is in MIG mode but has no MIG instances, so it could run nothing; create instances (nvidia-smi mig -cgi PROFILES -C) or turn MIG off (nvidia-smi -i {} -mig 0)",
+                    empty.index,
+                    empty.index
+                );
+            }
             // Each GPU in MIG mode, with its instances as NVML lists them.
             let mig = found
                 .iter()

@@ -53,6 +53,7 @@ pub fn inventory(nvml: &Nvml) -> Result<Vec<GpuInfo>, GpuError> {
                 uuid,
                 name,
                 mig: mig_instances(&device, index),
+                mig_mode: device.mig_mode().is_ok_and(|mode| mode.current == 1),
             })
         })
         .collect()
@@ -62,7 +63,8 @@ pub fn inventory(nvml: &Nvml) -> Result<Vec<GpuInfo>, GpuError> {
 /// them: `{slices}g.{memory GiB, rounded}gb` and the instance's UUID. Empty when
 /// MIG is off or not supported. An instance NVML cannot describe is left out
 /// and logged: the node then registers with fewer GPUs than configured, and is
-/// drained until that is looked at.
+/// drained until that is looked at (a GPU in MIG mode with no instances offers
+/// none, see [`crate::gpu::GpuSlots`]).
 fn mig_instances(device: &Device<'_>, index: u32) -> Vec<MigInstance> {
     let in_mig_mode = device.mig_mode().is_ok_and(|mode| mode.current == 1);
     if !in_mig_mode {

@@ -82,6 +82,7 @@ impl Fleet {
                         uuid: simulated_mig_uuid(seed, index, instance),
                     })
                     .collect(),
+                mig_mode: mig.profiles_of(index).is_some(),
             })
             .collect();
         // Neighbouring GPUs idle a degree or two apart, as in a real chassis.
