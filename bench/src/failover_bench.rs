@@ -56,6 +56,7 @@ fn mark(name: &str) -> Command {
         shares: 1,
         default_qos: None,
         description: String::new(),
+        limits: Default::default(),
     };
     Command::SetAccount {
         account,

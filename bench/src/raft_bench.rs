@@ -87,6 +87,7 @@ pub fn setup_commands() -> Vec<Command> {
         default_account: "root".into(),
         accounts: BTreeSet::from(["root".into()]),
         role: Role::User,
+        limits: Default::default(),
     };
     vec![
         Command::DefineNodes {

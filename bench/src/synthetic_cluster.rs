@@ -93,6 +93,7 @@ pub fn build(nodes: u32, gpus: u32) -> anyhow::Result<ClusterState> {
             shares: 1 + (a as u32 % 10) * 10,
             default_qos: None,
             description: String::new(),
+            limits: Default::default(),
         };
         apply(
             &mut state,
@@ -109,6 +110,7 @@ pub fn build(nodes: u32, gpus: u32) -> anyhow::Result<ClusterState> {
             default_account: account.clone(),
             accounts: BTreeSet::from([account]),
             role: Role::User,
+            limits: Default::default(),
         };
         apply(&mut state, Command::SetUser { user, by: admin() })?;
     }

@@ -368,6 +368,7 @@ fn account_change(set: AccountSet) -> AdminChange {
         shares: set.shares,
         default_qos: set.default_qos,
         description: set.description,
+        limits: Default::default(),
     })
 }
 
@@ -379,6 +380,7 @@ fn user_change(set: UserSet) -> AdminChange {
         default_account: set.account,
         accounts,
         role: set.admin_level.role(),
+        limits: Default::default(),
     })
 }
 

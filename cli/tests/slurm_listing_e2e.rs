@@ -493,6 +493,55 @@ fn squeue_and_sacct_answer_the_command_lines_guides_teach() {
     let row = ok(&cluster, "squeue", &["-h", "-j", &budgeted, "-o", "%q %r"]);
     assert_eq!(row, "team-a-qos QOSGrpGRESMinutes\n");
 
+    // Association limits: the user's submit limit in team-a, shown on its
+    // association row and enforced at submission in Slurm's words.
+    let out = slurm(
+        &cluster,
+        "sacctmgr",
+        admin,
+        &[
+            "-i",
+            "modify",
+            "user",
+            &user,
+            "set",
+            "MaxSubmitJobs=1",
+            "MaxJobs=1",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let assoc = ok(
+        &cluster,
+        "sacctmgr",
+        &[
+            "-n",
+            "-P",
+            "show",
+            "assoc",
+            "team-a",
+            "format=Account,User,MaxJobs,MaxSubmit",
+        ],
+    );
+    assert!(assoc.contains(&format!("team-a|{user}|1|1\n")), "{assoc}");
+    let out = slurm(
+        &cluster,
+        "sbatch",
+        &me(),
+        &["-A", "team-a", "--wrap", "true"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     let out = slurm(&cluster, "sacct", &me(), &["--format=JobID,Bogus"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(

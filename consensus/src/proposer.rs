@@ -414,6 +414,7 @@ mod tests {
                 default_account: "root".into(),
                 accounts: Default::default(),
                 role: corral_state::Role::User,
+                limits: Default::default(),
             },
             by: corral_state::Actor {
                 user: "root".into(),

@@ -28,6 +28,7 @@ fn account_under(name: &str, parent: &str) -> Command {
             shares: 1,
             default_qos: None,
             description: String::new(),
+            limits: Default::default(),
         },
         by: admin(),
     }

@@ -47,6 +47,7 @@ fn big_mark(name: &str, bytes: usize) -> Command {
             shares: 1,
             default_qos: None,
             description: "x".repeat(bytes),
+            limits: Default::default(),
         },
         by: admin(),
     }

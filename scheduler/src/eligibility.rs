@@ -1,12 +1,13 @@
 //! Whether a pending job may start at all this pass, apart from resources: holds,
 //! partition state and limits, dependencies, array throttles, QOS group and
-//! per-user limits, and its reservation. A refusal is the job's pending reason.
+//! per-user limits, association limits, and its reservation. A refusal is the job's pending reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use corral_state::job::{Hold, Job, JobState, PendingReason};
 use corral_state::{ClusterState, JobId, Timestamp};
 
+use crate::association_limits::AssociationUsage;
 use crate::dependency::{self, DependencyStatus};
 
 /// What running (and already planned) jobs hold, for limits.
@@ -17,6 +18,7 @@ pub struct Usage<'s> {
     jobs_by_qos_user: BTreeMap<(&'s str, &'s str), u32>,
     tasks_by_array: BTreeMap<JobId, u32>,
     singletons: BTreeSet<(&'s str, &'s str)>,
+    associations: AssociationUsage<'s>,
 }
 
 impl<'s> Usage<'s> {
@@ -24,18 +26,19 @@ impl<'s> Usage<'s> {
     pub fn from_state(state: &'s ClusterState) -> Self {
         let mut usage = Usage::default();
         for job in state.active_jobs() {
-            usage.add(job);
+            // What the live attempt holds (an exclusive job holds every GPU
+            // of its nodes).
+            let gpus = job
+                .live_attempt()
+                .map_or_else(|| job.resources.total_gpus(), |a| a.gpu_count());
+            usage.add(state, job, gpus);
         }
         usage
     }
 
-    /// Counts a job that runs or was just planned to start.
-    pub fn add(&mut self, job: &'s Job) {
-        // What the live attempt holds (an exclusive job holds every GPU of
-        // its nodes); a job just planned, what it asks for.
-        let gpus = job
-            .live_attempt()
-            .map_or_else(|| job.resources.total_gpus(), |a| a.gpu_count());
+    /// Counts a job that runs or was just planned to start, holding `gpus`.
+    pub fn add(&mut self, state: &'s ClusterState, job: &'s Job, gpus: u64) {
+        self.associations.add(state, job, gpus);
         if let Some(qos) = job.qos.as_deref() {
             *self
                 .gpus_by_qos_account
@@ -110,6 +113,9 @@ pub fn check(
         }
     }
     check_qos(state, job, usage)?;
+    usage
+        .associations
+        .check(state, job, job.resources.total_gpus())?;
     if let Some(name) = &job.spec.reservation {
         let admitted = state
             .reservations()

@@ -146,6 +146,7 @@ mod tests {
                     shares,
                     default_qos: None,
                     description: String::new(),
+                    limits: Default::default(),
                 },
                 by: admin(),
             },

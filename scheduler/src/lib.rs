@@ -13,6 +13,7 @@
 //! lets others start only where they cannot delay them, and [`preempt`] frees
 //! room for jobs that outrank running ones. [`explain`] says why a job waits.
 
+pub mod association_limits;
 pub mod backfill;
 pub mod dependency;
 pub mod eligibility;

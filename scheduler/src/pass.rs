@@ -367,7 +367,8 @@ impl<'s> Pass<'s> {
             self.plan.stats.backfilled += 1;
         }
         self.view.take(&nodes, job.resources.exclusive);
-        self.usage.add(job);
+        let gpus = nodes.iter().map(|n| n.gpus.len() as u64).sum();
+        self.usage.add(self.state, job, gpus);
         if let Some(releases) = self.releases.as_mut() {
             releases.add_planned(&self.view, job, &nodes);
         }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::account::{Account, User};
 use crate::config::ClusterConfig;
 use crate::format_v1::JobSpecV1;
-use crate::format_v2::JobSpecV2;
+use crate::format_v2::{AccountV2, JobSpecV2, UserV2};
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
 use crate::job_update::JobUpdate;
@@ -329,10 +329,12 @@ pub enum Command {
         /// Who.
         by: Actor,
     },
-    /// Add or replace an account.
-    SetAccount {
-        /// The account.
-        account: Account,
+    /// Format 2's `SetAccount`, as log entries written before format 3 hold
+    /// it; applied as [`Command::SetAccount`] without limits. This build never
+    /// proposes it.
+    SetAccountFormat2 {
+        /// The account, in format 2's shape.
+        account: AccountV2,
         /// Who.
         by: Actor,
     },
@@ -343,10 +345,12 @@ pub enum Command {
         /// Who.
         by: Actor,
     },
-    /// Add or replace a user.
-    SetUser {
-        /// The user.
-        user: User,
+    /// Format 2's `SetUser`, as log entries written before format 3 hold it;
+    /// applied as [`Command::SetUser`] without limits. This build never
+    /// proposes it.
+    SetUserFormat2 {
+        /// The user, in format 2's shape.
+        user: UserV2,
         /// Who.
         by: Actor,
     },
@@ -512,6 +516,20 @@ pub enum Command {
         /// The leader's [`crate::snapshot::FORMAT_VERSION`].
         format: u32,
     },
+    /// Add or replace an account.
+    SetAccount {
+        /// The account.
+        account: Account,
+        /// Who.
+        by: Actor,
+    },
+    /// Add or replace a user.
+    SetUser {
+        /// The user.
+        user: User,
+        /// Who.
+        by: Actor,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -551,8 +569,10 @@ macro_rules! time_slot {
             | SetPartition { .. }
             | RemovePartition { .. }
             | SetAccount { .. }
+            | SetAccountFormat2 { .. }
             | RemoveAccount { .. }
             | SetUser { .. }
+            | SetUserFormat2 { .. }
             | RemoveUser { .. }
             | SetQos { .. }
             | RemoveQos { .. }

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::account::{Account, User};
 use crate::accounting::Accounting;
 use crate::config::ClusterConfig;
+use crate::format_v2::{AccountV2, UserV2};
 use crate::ids::JobId;
 use crate::job::{
     ArrayTask, Attempt, BatchScript, Checkpoint, Hold, Job, JobSpec, JobState, MemoryRequest,
@@ -244,8 +244,8 @@ pub(crate) struct ClusterStateV1 {
     next_job_id: u64,
     nodes: BTreeMap<String, Node>,
     partitions: BTreeMap<String, Partition>,
-    accounts: BTreeMap<String, Account>,
-    users: BTreeMap<String, User>,
+    accounts: BTreeMap<String, AccountV2>,
+    users: BTreeMap<String, UserV2>,
     qos: BTreeMap<String, Qos>,
     topology: Topology,
     reservations: BTreeMap<String, Reservation>,
@@ -283,8 +283,8 @@ impl From<ClusterStateV1> for ClusterState {
             next_job_id,
             nodes,
             partitions,
-            accounts,
-            users,
+            accounts: accounts.into_iter().map(|(k, a)| (k, a.into())).collect(),
+            users: users.into_iter().map(|(k, u)| (k, u.into())).collect(),
             qos,
             topology,
             reservations,

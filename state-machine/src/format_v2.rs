@@ -5,6 +5,8 @@
 //! Never change a type here: format-2 data on disk and in other replicas' logs
 //! is exactly these bytes (`tests/stored_formats.rs` reads fixtures written by
 //! the format-2 build). Types that format 3 did not change are today's.
+//! Format 3 added `--begin` and `--mincpus` to jobs and association limits to
+//! accounts and users.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use crate::account::{Account, User};
 use crate::accounting::Accounting;
 use crate::config::ClusterConfig;
 use crate::ids::JobId;
+use crate::ids::Role;
 use crate::job::{
     ArrayTask, Attempt, BatchScript, Checkpoint, Hold, Job, JobSpec, JobState, MemoryRequest,
     PendingReason, ResourceRequest, StepRecord,
@@ -252,6 +255,63 @@ impl From<JobV2> for Job {
     }
 }
 
+/// Format 2's [`Account`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountV2 {
+    name: String,
+    parent: Option<String>,
+    shares: u32,
+    default_qos: Option<String>,
+    description: String,
+}
+
+impl From<AccountV2> for Account {
+    fn from(v2: AccountV2) -> Account {
+        let AccountV2 {
+            name,
+            parent,
+            shares,
+            default_qos,
+            description,
+        } = v2;
+        Account {
+            name,
+            parent,
+            shares,
+            default_qos,
+            description,
+            limits: Default::default(),
+        }
+    }
+}
+
+/// Format 2's [`User`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserV2 {
+    name: String,
+    default_account: String,
+    accounts: BTreeSet<String>,
+    role: Role,
+}
+
+impl From<UserV2> for User {
+    fn from(v2: UserV2) -> User {
+        let UserV2 {
+            name,
+            default_account,
+            accounts,
+            role,
+        } = v2;
+        User {
+            name,
+            default_account,
+            accounts,
+            role,
+            limits: Default::default(),
+        }
+    }
+}
+
 /// Format 2's [`ClusterState`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ClusterStateV2 {
@@ -260,8 +320,8 @@ pub(crate) struct ClusterStateV2 {
     next_job_id: u64,
     nodes: BTreeMap<String, Node>,
     partitions: BTreeMap<String, Partition>,
-    accounts: BTreeMap<String, Account>,
-    users: BTreeMap<String, User>,
+    accounts: BTreeMap<String, AccountV2>,
+    users: BTreeMap<String, UserV2>,
     qos: BTreeMap<String, Qos>,
     topology: Topology,
     reservations: BTreeMap<String, Reservation>,
@@ -299,8 +359,8 @@ impl From<ClusterStateV2> for ClusterState {
             next_job_id,
             nodes,
             partitions,
-            accounts,
-            users,
+            accounts: accounts.into_iter().map(|(k, a)| (k, a.into())).collect(),
+            users: users.into_iter().map(|(k, u)| (k, u.into())).collect(),
             qos,
             topology,
             reservations,

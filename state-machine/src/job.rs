@@ -384,6 +384,14 @@ pub enum PendingReason {
     /// The reservation the job asked for was deleted or ended; the job is held
     /// until its user releases it (to run outside any reservation) or cancels it.
     ReservationDeleted,
+    /// Its association's running-job group limit is reached (`GrpJobs`).
+    AssocGrpJobsLimit,
+    /// Its user's running-job limit in its account is reached (`MaxJobs`).
+    AssocMaxJobsLimit,
+    /// Its association's GPU group limit is reached (`GrpTRES=gres/gpu`).
+    AssocGrpGpuLimit,
+    /// Its time limit exceeds its association's `MaxWall`.
+    AssocMaxWallDurationPerJobLimit,
 }
 
 impl PendingReason {

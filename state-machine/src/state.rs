@@ -64,6 +64,7 @@ impl ClusterState {
             shares: 1,
             default_qos: None,
             description: "the top of the account tree".into(),
+            limits: Default::default(),
         };
         ClusterState {
             config,
@@ -113,6 +114,24 @@ impl ClusterState {
     /// Accounts by name.
     pub fn accounts(&self) -> &BTreeMap<String, Account> {
         &self.accounts
+    }
+    /// `account` and the accounts above it, nearest first, up to the root
+    /// (bounded by the number of accounts, should the tree hold a loop).
+    pub fn account_lineage<'a>(&'a self, account: &'a str) -> Vec<&'a str> {
+        let mut chain = Vec::new();
+        let mut next = Some(account);
+        while let Some(current) = next {
+            if chain.len() > self.accounts.len() {
+                break;
+            }
+            chain.push(current);
+            next = self
+                .accounts
+                .get(current)
+                .and_then(|a| a.parent.as_deref())
+                .filter(|parent| *parent != current);
+        }
+        chain
     }
     /// Users by name.
     pub fn users(&self) -> &BTreeMap<String, User> {

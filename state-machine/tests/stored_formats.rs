@@ -240,11 +240,22 @@ fn a_current_snapshot_keeps_what_older_formats_could_not_hold() {
     asked.begin_time = Some(at(3600));
     asked.min_cpus_per_node = Some(4);
     let id = submit(&mut state, asked.clone(), at(5));
+    let mut alice = state.users()["alice"].clone();
+    alice.limits.max_jobs = Some(4);
+    alice.limits.grp_gpus = Some(8);
+    ok(
+        &mut state,
+        Command::SetUser {
+            user: alice.clone(),
+            by: admin(),
+        },
+    );
     let bytes = snapshot::encode(&state).expect("encodes");
     assert_eq!(bytes[8..12], snapshot::FORMAT_VERSION.to_le_bytes());
     let back = snapshot::decode(&bytes).expect("decodes");
     assert_eq!(back, state);
     assert_eq!(back.job(id).map(|j| &j.spec), Some(&asked));
+    assert_eq!(back.users()["alice"], alice);
 }
 
 /// The state `history_format2` leaves, applied by this build.

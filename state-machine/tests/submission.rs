@@ -316,3 +316,46 @@ fn fields_format_2_added_do_not_count_against_the_limit_format_1_measured() {
     assert!(accepts(low, true));
     assert!(!accepts(low + 1, true));
 }
+
+#[test]
+fn submit_limits_of_users_and_accounts_refuse_what_would_pass_them() {
+    let mut s = cluster(1, 8);
+    let mut alice = s.users()["alice"].clone();
+    alice.limits.max_submit_jobs = Some(2);
+    ok(
+        &mut s,
+        Command::SetUser {
+            user: alice,
+            by: admin(),
+        },
+    );
+    submit(&mut s, spec("alice", 1, 1), at(1));
+    let mut array = spec("alice", 1, 1);
+    array.array = Some(ArraySpec {
+        indices: vec![0, 1],
+        throttle: None,
+    });
+    let why = refused(&mut s, array);
+    assert!(
+        why.contains(
+            "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("MaxSubmitJobs=2"), "{why}");
+    submit(&mut s, spec("alice", 1, 1), at(2));
+    assert!(refused(&mut s, spec("alice", 1, 1)).contains("MaxSubmitJobs=2"));
+    // bob is not limited; the account's group limit counts everyone in it.
+    submit(&mut s, spec("bob", 1, 1), at(3));
+    let mut ml = s.accounts()["ml"].clone();
+    ml.limits.grp_submit_jobs = Some(3);
+    ok(
+        &mut s,
+        Command::SetAccount {
+            account: ml,
+            by: admin(),
+        },
+    );
+    assert!(refused(&mut s, spec("bob", 1, 1)).contains("GrpSubmitJobs=3"));
+    check_invariants(&s);
+}

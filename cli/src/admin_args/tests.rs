@@ -63,6 +63,7 @@ fn account_set_defaults_to_root_parent() {
             shares: 1,
             default_qos: None,
             description: String::new(),
+            limits: Default::default(),
         })
     );
     let args = [
@@ -88,6 +89,7 @@ fn account_set_defaults_to_root_parent() {
             shares: 20,
             default_qos: Some("high".into()),
             description: "CV group".into(),
+            limits: Default::default(),
         })
     );
     let AdminChange::SetAccount(root) = change("account set root").unwrap() else {
@@ -110,6 +112,7 @@ fn user_set_includes_the_default_account() {
             default_account: "ml".into(),
             accounts: names(&["ml", "nlp", "vision"]),
             role: Role::Operator,
+            limits: Default::default(),
         })
     );
     let AdminChange::SetUser(plain) = change("user set dave --account ml").unwrap() else {

@@ -27,6 +27,10 @@ pub fn reason_name(reason: PendingReason) -> &'static str {
         PendingReason::Topology => "Topology",
         PendingReason::JobArrayTaskLimit => "JobArrayTaskLimit",
         PendingReason::ReservationDeleted => "ReservationDeleted",
+        PendingReason::AssocGrpJobsLimit => "AssocGrpJobsLimit",
+        PendingReason::AssocMaxJobsLimit => "AssocMaxJobsLimit",
+        PendingReason::AssocGrpGpuLimit => "AssocGrpGRES",
+        PendingReason::AssocMaxWallDurationPerJobLimit => "AssocMaxWallDurationPerJobLimit",
     }
 }
 

@@ -23,6 +23,7 @@ fn entry(term: u64, index: u64, bytes: usize) -> Entry {
             default_account: "root".into(),
             accounts: Default::default(),
             role: Role::User,
+            limits: Default::default(),
         },
         by: Actor {
             user: "root".into(),

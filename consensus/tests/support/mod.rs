@@ -220,6 +220,7 @@ pub fn mark(name: &str) -> Command {
         shares: 1,
         default_qos: None,
         description: String::new(),
+        limits: Default::default(),
     };
     Command::SetAccount {
         account,

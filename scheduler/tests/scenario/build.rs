@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use corral_state::account::{Account, User};
+use corral_state::account::{Account, AssociationLimits, User};
 use corral_state::command::{CancelTarget, Command, Outcome, PlannedAllocation};
 use corral_state::config::ClusterConfig;
 use corral_state::job::{ExitStatus, NodeAllocation};
@@ -124,6 +124,29 @@ fn preempt_mode(value: &str) -> Result<PreemptMode, String> {
             "preempt mode `{value}`: expected off, requeue or cancel"
         )),
     }
+}
+
+/// Association limits given on an `account` or `user` line: `maxjobs=`,
+/// `maxsubmitjobs=`, `grpjobs=`, `grpsubmitjobs=`, `grptres=gres/gpu=N`,
+/// `maxwall=TIME`.
+fn association_limits(args: &mut Args) -> Result<AssociationLimits, String> {
+    Ok(AssociationLimits {
+        max_jobs: args.take_parsed(&["maxjobs"])?,
+        max_submit_jobs: args.take_parsed(&["maxsubmitjobs", "maxsubmit"])?,
+        grp_jobs: args.take_parsed(&["grpjobs"])?,
+        grp_submit_jobs: args.take_parsed(&["grpsubmitjobs", "grpsubmit"])?,
+        grp_gpus: args
+            .take(&["grptres"])
+            .map(|v| gpu_tres(&v).map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
+            .transpose()?,
+        max_wall_seconds: match args.take(&["maxwall"]) {
+            None => None,
+            Some(v) => match time_limit(&v)? {
+                TimeLimit::Seconds(s) => Some(s),
+                TimeLimit::Unlimited => None,
+            },
+        },
+    })
 }
 
 /// `16` or Slurm's TRES spelling `gres/gpu=16`.
@@ -282,6 +305,7 @@ impl Builder {
                     shares: args.take_parsed(&["shares", "fairshare"])?.unwrap_or(1),
                     default_qos: args.take(&["qos", "defaultqos"]),
                     description: String::new(),
+                    limits: association_limits(&mut args)?,
                 };
                 self.apply(Command::SetAccount {
                     account,
@@ -312,6 +336,7 @@ impl Builder {
                     default_account,
                     accounts: list(&accounts_text),
                     role,
+                    limits: association_limits(&mut args)?,
                 };
                 self.apply(Command::SetUser { user, by: admin() })?;
             }

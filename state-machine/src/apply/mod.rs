@@ -10,6 +10,7 @@ mod plan;
 mod reports;
 mod steps;
 mod submit;
+mod submit_limits;
 mod tick;
 mod update;
 
@@ -183,8 +184,10 @@ fn dispatch(
         SetPartition { partition, by } => admin::set_partition(state, partition, &by),
         RemovePartition { name, by } => admin::remove_partition(state, &name, &by),
         SetAccount { account, by } => admin::set_account(state, account, &by),
+        SetAccountFormat2 { account, by } => admin::set_account(state, account.into(), &by),
         RemoveAccount { name, by } => admin::remove_account(state, &name, &by),
         SetUser { user, by } => admin::set_user(state, user, &by),
+        SetUserFormat2 { user, by } => admin::set_user(state, user.into(), &by),
         RemoveUser { name, by } => admin::remove_user(state, &name, &by),
         SetQos { qos, by } => admin::set_qos(state, qos, &by),
         RemoveQos { name, by } => admin::remove_qos(state, &name, &by),

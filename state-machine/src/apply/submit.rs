@@ -73,6 +73,7 @@ pub(super) fn submit(
             tasks.len()
         )));
     }
+    super::submit_limits::check(state, &spec.user, &account, tasks.len())?;
     let unfinished = state.queued.len() + state.active.len();
     if unfinished + tasks.len() > state.config.max_active_jobs {
         return Err(Rejection::LimitReached(format!(

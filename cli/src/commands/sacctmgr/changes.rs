@@ -5,7 +5,7 @@
 //! TRES other than `gres/gpu`, are refused by name and change nothing.
 
 use corral_proto::admin::AdminChange;
-use corral_state::account::{Account, ROOT_ACCOUNT, User};
+use corral_state::account::{Account, AssociationLimits, ROOT_ACCOUNT, User};
 use corral_state::ids::Role;
 use corral_state::partition::PreemptMode;
 use corral_state::qos::Qos;
@@ -61,6 +61,7 @@ fn add(request: &Request, current: &Current, planned: &mut Planned) -> Result<()
                     shares: 1,
                     default_qos: None,
                     description: name.clone(),
+                    limits: Default::default(),
                 };
                 apply_account(&mut account, &request.settings, &mut planned.warnings)?;
                 lines = vec![
@@ -79,6 +80,7 @@ fn add(request: &Request, current: &Current, planned: &mut Planned) -> Result<()
                     default_account: String::new(),
                     accounts: Default::default(),
                     role: Role::User,
+                    limits: Default::default(),
                 });
                 let before = user.clone();
                 apply_user(&mut user, &request.settings)?;
@@ -252,6 +254,7 @@ fn apply_account(
                 let qos = value.trim_start_matches(['+', '=']).split(',').next();
                 account.default_qos = qos.filter(|q| !q.is_empty()).map(String::from);
             }
+            _ if apply_limit(&mut account.limits, key, value)? => {}
             _ => return Err(unknown(key, "account")),
         }
     }
@@ -285,6 +288,7 @@ fn apply_user(user: &mut User, settings: &[(String, String)]) -> Result<(), Stri
                     }
                 }
             }
+            _ if apply_limit(&mut user.limits, key, value)? => {}
             _ => return Err(unknown(key, "user")),
         }
     }
@@ -335,6 +339,32 @@ fn narrow(key: &str, limit: Option<u64>) -> Result<Option<u32>, String> {
         .transpose()
 }
 
+/// `MaxWall=TIME` in seconds; `-1` (or UNLIMITED) clears it.
+fn max_wall(value: &str) -> Result<Option<u64>, String> {
+    Ok(match value.trim() {
+        "-1" => None,
+        text => match parse_time_limit(text).map_err(|e| format!("MaxWall: {e}"))? {
+            TimeLimit::Unlimited => None,
+            TimeLimit::Seconds(s) => Some(s),
+        },
+    })
+}
+
+/// An association limit (`MaxJobs`, `GrpTRES`, ...) of a user or account;
+/// `false` when `key` names none.
+fn apply_limit(limits: &mut AssociationLimits, key: &str, value: &str) -> Result<bool, String> {
+    match key {
+        "maxjobs" => limits.max_jobs = count(key, value)?,
+        "maxsubmitjobs" | "maxsubmit" => limits.max_submit_jobs = count(key, value)?,
+        "grpjobs" => limits.grp_jobs = count(key, value)?,
+        "grpsubmitjobs" | "grpsubmit" => limits.grp_submit_jobs = count(key, value)?,
+        "grptres" => limits.grp_gpus = narrow(key, gpu_limit(key, value)?)?,
+        "maxwall" | "maxwalldurationperjob" => limits.max_wall_seconds = max_wall(value)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 fn apply_qos(
     qos: &mut Qos,
     settings: &[(String, String)],
@@ -353,15 +383,7 @@ fn apply_qos(
                 qos.max_gpus_per_user = narrow(key, gpu_limit(key, value)?)?;
             }
             "maxjobsperuser" | "maxjobspu" => qos.max_jobs_per_user = count(key, value)?,
-            "maxwall" | "maxwalldurationperjob" => {
-                qos.max_wall_seconds = match value.trim() {
-                    "-1" => None,
-                    text => match parse_time_limit(text).map_err(|e| format!("MaxWall: {e}"))? {
-                        TimeLimit::Unlimited => None,
-                        TimeLimit::Seconds(s) => Some(s),
-                    },
-                };
-            }
+            "maxwall" | "maxwalldurationperjob" => qos.max_wall_seconds = max_wall(value)?,
             "preempt" => {
                 qos.preempts = value
                     .trim_start_matches(['+', '='])
@@ -410,6 +432,7 @@ mod tests {
                 shares: 1,
                 default_qos: None,
                 description: "root".into(),
+                limits: Default::default(),
             }],
             users: Vec::new(),
             qos: Vec::new(),
@@ -458,6 +481,60 @@ mod tests {
         let again = plan(&request("add account team-a"), &now).unwrap();
         assert_eq!(again.summary, " Nothing new added.\n");
         assert!(again.changes.is_empty());
+    }
+
+    #[test]
+    fn association_limits_are_set_on_users_and_accounts_and_cleared_with_minus_one() {
+        let mut now = current();
+        now.users.push(User {
+            name: "alice".into(),
+            default_account: "root".into(),
+            accounts: ["root".to_string()].into(),
+            role: Role::User,
+            limits: Default::default(),
+        });
+        let set = plan(
+            &request("modify user alice set MaxJobs=4 MaxSubmitJobs=10 GrpTRES=gres/gpu=8 MaxWall=1-00:00:00"),
+            &now,
+        )
+        .unwrap();
+        let AdminChange::SetUser(alice) = &set.changes[0] else {
+            panic!("{:?}", set.changes);
+        };
+        assert_eq!(
+            alice.limits,
+            AssociationLimits {
+                max_jobs: Some(4),
+                max_submit_jobs: Some(10),
+                grp_gpus: Some(8),
+                max_wall_seconds: Some(86_400),
+                ..AssociationLimits::default()
+            }
+        );
+        now.users[0] = alice.clone();
+        let cleared = plan(
+            &request("modify user alice set MaxJobs=-1 GrpTRES=gres/gpu=-1"),
+            &now,
+        )
+        .unwrap();
+        let AdminChange::SetUser(alice) = &cleared.changes[0] else {
+            panic!("{:?}", cleared.changes);
+        };
+        assert_eq!((alice.limits.max_jobs, alice.limits.grp_gpus), (None, None));
+        let account = plan(
+            &request("modify account root set GrpJobs=20 GrpSubmitJobs=100"),
+            &now,
+        )
+        .unwrap();
+        let AdminChange::SetAccount(root) = &account.changes[0] else {
+            panic!("{:?}", account.changes);
+        };
+        assert_eq!(
+            (root.limits.grp_jobs, root.limits.grp_submit_jobs),
+            (Some(20), Some(100))
+        );
+        let refused = plan(&request("modify user alice set GrpTRES=cpu=8"), &now).unwrap_err();
+        assert!(refused.contains("corral limits GPUs only"), "{refused}");
     }
 
     #[test]

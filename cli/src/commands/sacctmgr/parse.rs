@@ -60,8 +60,8 @@ pub struct Request {
 pub const USAGE: &str = "\
 sacctmgr (corral): accounts, users and QOS.
 
-  sacctmgr [-i] add account NAME[,NAME] [Description=TEXT] [Parent=ACCOUNT] [Fairshare=N] [DefaultQOS=QOS]
-  sacctmgr [-i] add user NAME Account=ACCOUNT[,ACCOUNT] [DefaultAccount=ACCOUNT] [AdminLevel=None|Operator|Admin]
+  sacctmgr [-i] add account NAME[,NAME] [Description=TEXT] [Parent=ACCOUNT] [Fairshare=N] [DefaultQOS=QOS] [LIMIT...]
+  sacctmgr [-i] add user NAME Account=ACCOUNT[,ACCOUNT] [DefaultAccount=ACCOUNT] [AdminLevel=None|Operator|Admin] [LIMIT...]
   sacctmgr [-i] add qos NAME [Priority=N] [GrpTRES=gres/gpu=N] [GrpTRESMins=gres/gpu=N]
                              [MaxTRESPerUser=gres/gpu=N] [MaxJobsPerUser=N] [MaxWall=TIME]
                              [Preempt=QOS[,QOS]] [PreemptMode=OFF|REQUEUE|CANCEL]
@@ -69,8 +69,11 @@ sacctmgr (corral): accounts, users and QOS.
   sacctmgr [-i] delete account|user|qos NAME|where Name=NAME
   sacctmgr [-n] [-P|-p] show account|user|qos|association [NAME...] [format=FIELD[%WIDTH],...]
 
+Association limits (LIMIT) on users and accounts: MaxJobs=N, MaxSubmitJobs=N,
+GrpJobs=N, GrpSubmitJobs=N, GrpTRES=gres/gpu=N, MaxWall=TIME (-1 clears one).
+
 Options: -i/--immediate (no question before committing), -n/--noheader,
--P/--parsable2, -p/--parsable. QOS limits are on GPUs (gres/gpu) only.
+-P/--parsable2, -p/--parsable. TRES limits are on GPUs (gres/gpu) only.
 Changes need an admin certificate; show is open to every user.
 ";
 

@@ -1,10 +1,11 @@
 //! `sacctmgr show account|user|qos|association`: Slurm 22.05's default
 //! columns and widths per entity (from sacctmgr's source), `format=` picking
 //! columns by name or prefix with `%WIDTH`, printed in the `print_fields`
-//! layout. Limits corral does not keep (GrpJobs, MaxSubmit, ...) print blank,
-//! as Slurm prints an unset limit.
+//! layout. Association rows show the limits set on them (GrpJobs, GrpTRES,
+//! GrpSubmit, MaxJobs, MaxSubmit, MaxWall); limits corral does not keep, and
+//! unset ones, print blank, as Slurm prints an unset limit.
 
-use corral_state::account::{Account, User};
+use corral_state::account::{Account, AssociationLimits, User};
 use corral_state::ids::Role;
 use corral_state::partition::PreemptMode;
 use corral_state::qos::Qos;
@@ -268,6 +269,22 @@ fn association_value(
             .clone()
             .unwrap_or_else(|| "normal".into()),
         "defaultqos" => account.default_qos.clone()?,
+        // The association's own limits: the user's on a user's row, the
+        // account's on the account's (inherited ones print blank, as Slurm's
+        // unset ones).
+        _ => limit_value(user.map_or(&account.limits, |u| &u.limits), key)?,
+    })
+}
+
+/// A limit column of an association, `None` when unset.
+fn limit_value(limits: &AssociationLimits, key: &str) -> Option<String> {
+    Some(match key {
+        "grpjobs" => limits.grp_jobs?.to_string(),
+        "grpsubmitjobs" => limits.grp_submit_jobs?.to_string(),
+        "grptres" => gpus(limits.grp_gpus)?,
+        "maxjobs" => limits.max_jobs?.to_string(),
+        "maxsubmitjobs" => limits.max_submit_jobs?.to_string(),
+        "maxwall" => format_time_limit(TimeLimit::Seconds(limits.max_wall_seconds?)),
         _ => return None,
     })
 }
@@ -283,12 +300,14 @@ mod tests {
             shares: 1,
             default_qos: Some("team-a-qos".into()),
             description: "Team A".into(),
+            limits: Default::default(),
         };
         let user = User {
             name: "alice".into(),
             default_account: "team-a".into(),
             accounts: ["team-a".to_string()].into(),
             role: Role::User,
+            limits: Default::default(),
         };
         let qos = Qos {
             name: "team-a-qos".into(),

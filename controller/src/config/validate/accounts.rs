@@ -83,6 +83,7 @@ pub(crate) fn accounts(sections: &[AccountSection], qos: &BTreeSet<&str>) -> Che
             shares,
             default_qos: section.default_qos.clone(),
             description: section.description.clone(),
+            limits: Default::default(),
         });
     }
     let order = dependency_order(&deps).map_err(|i| {
@@ -145,6 +146,7 @@ pub(crate) fn users(sections: &[UserSection], accounts: &BTreeSet<&str>) -> Chec
                 Some(RoleName::Operator) => Role::Operator,
                 Some(RoleName::Admin) => Role::Admin,
             },
+            limits: Default::default(),
         });
     }
     Ok(users)
