@@ -116,6 +116,21 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
     );
     assert!(shown.contains("JobName=renamed"), "{shown}");
     assert!(shown.contains("TimeLimit=00:30:00"), "{shown}");
+    // StartTime= moves the begin time, in --begin's forms.
+    stdout_of(
+        &scontrol(
+            &cluster,
+            leader,
+            "user-alice",
+            &["update", &job_id, "StartTime=2030-01-01T08:00:00"],
+        ),
+        "update StartTime",
+    );
+    let shown = stdout_of(
+        &scontrol(&cluster, leader, "user-alice", &["show", "job", &id]),
+        "show job",
+    );
+    assert!(shown.contains("EligibleTime=2030-01-01T08:00:00"), "{shown}");
     for (field, says) in [("Partition=nope", "nope"), ("MinCPUsNode=4", "TimeLimit")] {
         let out = scontrol(&cluster, leader, "user-alice", &["update", &job_id, field]);
         assert_eq!(out.status.code(), Some(1), "{field}");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::account::{Account, User};
 use crate::config::ClusterConfig;
 use crate::format_v1::JobSpecV1;
-use crate::format_v2::{AccountV2, JobSpecV2, UserV2};
+use crate::format_v2::{AccountV2, JobSpecV2, JobUpdateV2, UserV2};
 use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
 use crate::job_update::JobUpdate;
@@ -110,12 +110,13 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
-    /// Change a job (`scontrol update JobId=N ...`).
-    UpdateJob {
+    /// Format 2's `UpdateJob`, as log entries written before format 3 hold
+    /// it; applied as [`Command::UpdateJob`]. This build never proposes it.
+    UpdateJobFormat2 {
         /// The job.
         job: JobId,
-        /// What changes.
-        update: JobUpdate,
+        /// What changes, in format 2's shape.
+        update: JobUpdateV2,
         /// Who asks.
         by: Actor,
         /// Leader time.
@@ -530,6 +531,17 @@ pub enum Command {
         /// Who.
         by: Actor,
     },
+    /// Change a job (`scontrol update JobId=N ...`).
+    UpdateJob {
+        /// The job.
+        job: JobId,
+        /// What changes.
+        update: JobUpdate,
+        /// Who asks.
+        by: Actor,
+        /// Leader time.
+        at: Timestamp,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -545,6 +557,7 @@ macro_rules! time_slot {
             | Release { at, .. }
             | Requeue { at, .. }
             | UpdateJob { at, .. }
+            | UpdateJobFormat2 { at, .. }
             | ApplyPlan { at, .. }
             | Tick { at }
             | AttemptStarted { at, .. }

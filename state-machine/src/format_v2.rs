@@ -5,8 +5,8 @@
 //! Never change a type here: format-2 data on disk and in other replicas' logs
 //! is exactly these bytes (`tests/stored_formats.rs` reads fixtures written by
 //! the format-2 build). Types that format 3 did not change are today's.
-//! Format 3 added `--begin` and `--mincpus` to jobs and association limits to
-//! accounts and users.
+//! Format 3 added `--begin` and `--mincpus` to jobs, `StartTime=` to `scontrol
+//! update`, and association limits to accounts and users.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +23,7 @@ use crate::job::{
     PendingReason, ResourceRequest, StepRecord,
 };
 use crate::job_table::JobTable;
+use crate::job_update::JobUpdate;
 use crate::node::Node;
 use crate::partition::Partition;
 use crate::qos::Qos;
@@ -308,6 +309,54 @@ impl From<UserV2> for User {
             accounts,
             role,
             limits: Default::default(),
+        }
+    }
+}
+
+/// Format 2's [`JobUpdate`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobUpdateV2 {
+    name: Option<String>,
+    comment: Option<String>,
+    time_limit: Option<TimeLimit>,
+    partition: Option<String>,
+    account: Option<String>,
+    qos: Option<String>,
+    nice: Option<i32>,
+    dependency: Option<Option<DependencySpec>>,
+    nodes: Option<u32>,
+    features: Option<Vec<String>>,
+    excluded_nodes: Option<Vec<String>>,
+}
+
+impl From<JobUpdateV2> for JobUpdate {
+    fn from(v2: JobUpdateV2) -> JobUpdate {
+        let JobUpdateV2 {
+            name,
+            comment,
+            time_limit,
+            partition,
+            account,
+            qos,
+            nice,
+            dependency,
+            nodes,
+            features,
+            excluded_nodes,
+        } = v2;
+        JobUpdate {
+            name,
+            comment,
+            time_limit,
+            partition,
+            account,
+            qos,
+            nice,
+            dependency,
+            nodes,
+            features,
+            excluded_nodes,
+            begin_time: None,
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::slurm::dependency::DependencySpec;
 use crate::slurm::duration::TimeLimit;
+use crate::time::Timestamp;
 
 /// Changes to a job; `None` keeps a field.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,10 @@ pub struct JobUpdate {
     pub features: Option<Vec<String>>,
     /// `ExcNodeList=` (pending only).
     pub excluded_nodes: Option<Vec<String>>,
+    /// `StartTime=`: the job's new begin time (pending only); came with
+    /// stored format 3.
+    #[serde(default)]
+    pub begin_time: Option<Timestamp>,
 }
 
 impl JobUpdate {
@@ -56,8 +61,10 @@ impl JobUpdate {
             nodes,
             features,
             excluded_nodes,
+            begin_time,
         } = self;
         partition.is_none()
+            && begin_time.is_none()
             && account.is_none()
             && qos.is_none()
             && nice.is_none()

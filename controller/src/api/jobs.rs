@@ -123,8 +123,8 @@ pub async fn update(
         .into_iter()
         .map(|f| (f.key, f.value))
         .collect();
-    let update =
-        parse_update_fields(&fields).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let update = parse_update_fields(&fields, crate::clock::now())
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
     let job = JobId(request.job_id);
     let command = Command::UpdateJob {
         job,

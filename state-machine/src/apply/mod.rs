@@ -104,6 +104,9 @@ fn dispatch(
         UpdateJob {
             job, update, by, ..
         } => update::update_job(state, job, update, &by),
+        UpdateJobFormat2 {
+            job, update, by, ..
+        } => update::update_job(state, job, update.into(), &by),
         ApplyPlan {
             allocations,
             preemptions,

@@ -135,6 +135,9 @@ fn apply_fields(spec: &mut crate::job::JobSpec, update: &JobUpdate) {
     if let Some(excluded) = update.excluded_nodes {
         spec.excluded_nodes = excluded;
     }
+    if let Some(begin) = update.begin_time {
+        spec.begin_time = Some(begin);
+    }
 }
 
 /// A running job's new time limit: anyone who may update it may shorten it;

@@ -3,20 +3,25 @@
 //! [`JobUpdate`]. An empty `Dependency=` clears the job's dependency.
 
 use super::FormatError;
+use super::begin::parse_begin;
 use super::dependency::parse_dependency;
 use super::duration::parse_time_limit;
 use super::hostlist::expand;
 use super::sbatch::parse_constraint;
 use crate::job_update::JobUpdate;
+use crate::time::Timestamp;
 
 const FORMAT: &str = "scontrol update field";
 
 /// The fields `scontrol update` accepts, as the error for an unknown one lists them.
-pub const UPDATABLE_FIELDS: &str = "JobName, Comment, TimeLimit, Partition, Account, QOS, Nice, Dependency, NumNodes, Features, ExcNodeList";
+pub const UPDATABLE_FIELDS: &str = "JobName, Comment, TimeLimit, Partition, Account, QOS, Nice, Dependency, NumNodes, Features, ExcNodeList, StartTime";
 
 /// Parses `KEY=VALUE` pairs (keys in any case) into one update; a key given
-/// twice is an error.
-pub fn parse_update_fields(fields: &[(String, String)]) -> Result<JobUpdate, FormatError> {
+/// twice is an error. `StartTime=` takes `--begin`'s forms, counted from `now`.
+pub fn parse_update_fields(
+    fields: &[(String, String)],
+    now: Timestamp,
+) -> Result<JobUpdate, FormatError> {
     let mut update = JobUpdate::default();
     for (key, value) in fields {
         let value = value.as_str();
@@ -24,6 +29,16 @@ pub fn parse_update_fields(fields: &[(String, String)]) -> Result<JobUpdate, For
         match key.to_ascii_lowercase().as_str() {
             "jobname" | "name" => set(&mut update.name, value.to_string(), duplicate)?,
             "comment" => set(&mut update.comment, value.to_string(), duplicate)?,
+            "starttime" | "begintime" => {
+                let begin = parse_begin(value)?.resolve(now).ok_or_else(|| {
+                    FormatError::new(
+                        FORMAT,
+                        value,
+                        "StartTime names a date the calendar does not have, or one after 2500",
+                    )
+                })?;
+                set(&mut update.begin_time, begin, duplicate)?;
+            }
             "timelimit" => set(&mut update.time_limit, parse_time_limit(value)?, duplicate)?,
             "partition" => set(&mut update.partition, non_empty(key, value)?, duplicate)?,
             "account" => set(&mut update.account, non_empty(key, value)?, duplicate)?,
@@ -106,6 +121,19 @@ fn non_empty(key: &str, value: &str) -> Result<String, FormatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_update_fields_now(fields: &[(String, String)]) -> Result<JobUpdate, FormatError> {
+        parse_update_fields(fields, Timestamp::from_secs(1_000))
+    }
+
+    #[test]
+    fn start_time_takes_begin_forms_counted_from_now() {
+        let update = parse_update_fields_now(&fields(&[("StartTime", "now+60")])).unwrap();
+        assert_eq!(update.begin_time, Some(Timestamp::from_secs(1_060)));
+        let update = parse_update_fields_now(&fields(&[("starttime", "now")])).unwrap();
+        assert_eq!(update.begin_time, Some(Timestamp::from_secs(1_000)));
+        assert!(parse_update_fields_now(&fields(&[("StartTime", "soon")])).is_err());
+    }
     use crate::slurm::duration::TimeLimit;
 
     fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -117,7 +145,7 @@ mod tests {
 
     #[test]
     fn reads_slurms_names_and_formats() {
-        let update = parse_update_fields(&fields(&[
+        let update = parse_update_fields_now(&fields(&[
             ("TimeLimit", "1-00:00:00"),
             ("jobname", "x"),
             ("Dependency", ""),
@@ -142,13 +170,13 @@ mod tests {
 
     #[test]
     fn unknown_duplicate_and_malformed_fields_are_named() {
-        let unknown = parse_update_fields(&fields(&[("MinCPUsNode", "4")])).unwrap_err();
+        let unknown = parse_update_fields_now(&fields(&[("MinCPUsNode", "4")])).unwrap_err();
         assert!(unknown.to_string().contains("MinCPUsNode"), "{unknown}");
         assert!(unknown.to_string().contains("TimeLimit"), "{unknown}");
-        let twice = parse_update_fields(&fields(&[("Nice", "1"), ("nice", "2")])).unwrap_err();
+        let twice = parse_update_fields_now(&fields(&[("Nice", "1"), ("nice", "2")])).unwrap_err();
         assert!(twice.to_string().contains("twice"), "{twice}");
-        assert!(parse_update_fields(&fields(&[("TimeLimit", "soon")])).is_err());
-        assert!(parse_update_fields(&fields(&[("NumNodes", "0")])).is_err());
-        assert!(parse_update_fields(&fields(&[("Partition", "")])).is_err());
+        assert!(parse_update_fields_now(&fields(&[("TimeLimit", "soon")])).is_err());
+        assert!(parse_update_fields_now(&fields(&[("NumNodes", "0")])).is_err());
+        assert!(parse_update_fields_now(&fields(&[("Partition", "")])).is_err());
     }
 }
