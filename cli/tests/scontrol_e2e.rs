@@ -130,7 +130,10 @@ fn scontrol_holds_shows_and_releases_a_job_and_expands_hostnames() {
         &scontrol(&cluster, leader, "user-alice", &["show", "job", &id]),
         "show job",
     );
-    assert!(shown.contains("EligibleTime=2030-01-01T08:00:00"), "{shown}");
+    assert!(
+        shown.contains("EligibleTime=2030-01-01T08:00:00"),
+        "{shown}"
+    );
     for (field, says) in [("Partition=nope", "nope"), ("MinCPUsNode=4", "TimeLimit")] {
         let out = scontrol(&cluster, leader, "user-alice", &["update", &job_id, field]);
         assert_eq!(out.status.code(), Some(1), "{field}");

@@ -682,6 +682,15 @@ pub struct StepRecord {
 }
 
 impl Job {
+    /// When the job became (or becomes) eligible to start, as Slurm's
+    /// `EligibleTime`: its begin time when that is later than when it last
+    /// became eligible otherwise.
+    pub fn eligible_time(&self) -> Timestamp {
+        self.spec
+            .begin_time
+            .map_or(self.eligible_since, |begin| begin.max(self.eligible_since))
+    }
+
     /// The newest attempt, if any.
     pub fn current_attempt(&self) -> Option<&Attempt> {
         self.attempts.last()

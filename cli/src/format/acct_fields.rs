@@ -360,7 +360,7 @@ fn record_value(field: AcctField, row: Record<'_>, ctx: &AcctContext) -> Option<
         F::DerivedExitCode => job_only("0:0".into())?,
         F::Elapsed => sacct_time(elapsed),
         F::ElapsedRaw => elapsed.to_string(),
-        F::Eligible => job_only(format_timestamp(job.eligible_since))?,
+        F::Eligible => job_only(format_timestamp(job.eligible_time()))?,
         F::End => match row {
             Record::Job(job) if job.ended_at.is_some() => {
                 job.ended_at.map(format_timestamp).unwrap_or_default()

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use corral_state::Timestamp;
-use corral_state::job::{Job, JobState};
+use corral_state::job::{Job, JobState, PendingReason};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::hostlist;
 use corral_state::slurm::memory::format_memory_mb;
@@ -364,7 +364,7 @@ pub fn value(field: QueueField, row: &QueueRow<'_>, ctx: &QueueContext) -> Strin
                 format!("{}{status}", dependency_text(dependency))
             }
         },
-        F::EligibleTime => format_timestamp(job.eligible_since),
+        F::EligibleTime => format_timestamp(job.eligible_time()),
         F::EndTime => {
             if waiting(job) {
                 "N/A".into()
@@ -429,7 +429,7 @@ pub fn value(field: QueueField, row: &QueueRow<'_>, ctx: &QueueContext) -> Strin
         F::Partition => job.partition.clone(),
         F::PendingTime => {
             let until = attempt.map_or(ctx.now, |a| a.started_at);
-            until.secs_since(job.eligible_since).to_string()
+            until.secs_since(job.eligible_time()).to_string()
         }
         F::Priority => format!("{:.14}", row.priority.max(0) as f64 / f64::from(u32::MAX)),
         F::PriorityLong => row.priority.max(0).to_string(),
@@ -460,6 +460,10 @@ pub fn value(field: QueueField, row: &QueueRow<'_>, ctx: &QueueContext) -> Strin
         F::Sct => "*:*:*".into(),
         F::StartTime => match (attempt, row.estimate) {
             (Some(a), _) => format_timestamp(a.started_at),
+            // Waiting for its --begin time: expected then at the earliest.
+            (None, _) if job.reason == PendingReason::BeginTime && spec.begin_time.is_some() => {
+                format_timestamp(job.eligible_time())
+            }
             (None, Some(e)) if waiting(job) => format_timestamp(e.start),
             _ => "N/A".into(),
         },

@@ -84,9 +84,7 @@ pub fn show_job(
     ));
     // A --begin time holds eligibility back; a job waiting for it is
     // expected to start then, as scontrol shows it.
-    let eligible = spec
-        .begin_time
-        .map_or(job.eligible_since, |begin| begin.max(job.eligible_since));
+    let eligible = job.eligible_time();
     lines.push(format!(
         "SubmitTime={} EligibleTime={}",
         format_timestamp(job.submitted_at),
