@@ -112,10 +112,7 @@ pub fn check(
             return Err(PendingReason::JobArrayTaskLimit);
         }
     }
-    check_qos(state, job, usage)?;
-    usage
-        .associations
-        .check(state, job, job.resources.total_gpus())?;
+    check_limits(state, job, usage, job.resources.total_gpus())?;
     if let Some(name) = &job.spec.reservation {
         let admitted = state
             .reservations()
@@ -128,12 +125,29 @@ pub fn check(
     Ok(())
 }
 
-fn check_qos(state: &ClusterState, job: &Job, usage: &Usage<'_>) -> Result<(), PendingReason> {
+/// `Ok` when `job`, holding `gpus`, fits its QOS and association limits. The
+/// pass checks an exclusive job again once placed: it holds every GPU of its
+/// nodes, more than it asked for.
+pub fn check_limits(
+    state: &ClusterState,
+    job: &Job,
+    usage: &Usage<'_>,
+    gpus: u64,
+) -> Result<(), PendingReason> {
+    check_qos(state, job, usage, gpus)?;
+    usage.associations.check(state, job, gpus)
+}
+
+fn check_qos(
+    state: &ClusterState,
+    job: &Job,
+    usage: &Usage<'_>,
+    gpus: u64,
+) -> Result<(), PendingReason> {
     let Some(qos) = job.qos.as_ref().and_then(|q| state.qos().get(q)) else {
         return Ok(());
     };
     let name = qos.name.as_str();
-    let gpus = job.resources.total_gpus();
     let account_gpus = usage
         .gpus_by_qos_account
         .get(&(name, job.account.as_str()))

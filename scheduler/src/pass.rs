@@ -329,6 +329,14 @@ impl<'s> Pass<'s> {
             )
         };
         match placed {
+            Ok(nodes) if job.resources.exclusive => {
+                // It holds every GPU of its nodes: its limits count them all.
+                let gpus = nodes.iter().map(|n| n.gpus.len() as u64).sum();
+                match eligibility::check_limits(self.state, job, &self.usage, gpus) {
+                    Ok(()) => self.start(job, nodes),
+                    Err(reason) => self.ineligible(job, reason),
+                }
+            }
             Ok(nodes) => self.start(job, nodes),
             Err(failure) => {
                 self.failed_shapes
