@@ -56,8 +56,15 @@ pub(super) fn check(
         }
     }
     for (name, max) in account_groups {
+        // The account and every account under it, found once per limit.
+        let subtree: std::collections::BTreeSet<&str> = state
+            .accounts
+            .keys()
+            .map(String::as_str)
+            .filter(|a| state.account_lineage(a).contains(&name))
+            .collect();
         let held = unfinished()
-            .filter(|j| state.account_lineage(&j.account).contains(&name))
+            .filter(|j| subtree.contains(j.account.as_str()))
             .count();
         if held + count > max as usize {
             return Err(Rejection::LimitReached(format!(
