@@ -530,9 +530,9 @@ mod tests {
 
     #[test]
     fn a_caller_that_does_not_fit_starts_the_next_entry() {
-        let second = caller(3, 60);
+        let second = caller(3, 90);
         let second_bytes = second.commands.bytes();
-        assert_eq!(second_bytes, 60);
+        assert_eq!(second_bytes, 90);
         let mut gathering = gathered([caller(2, MAX_ENTRY_BYTES - 10), second]);
         assert!(gathering.full());
         assert_eq!((gathering.group.len(), gathering.commands), (1, 2));
