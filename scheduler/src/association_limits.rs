@@ -25,13 +25,28 @@ struct Held {
 /// account subtree.
 #[derive(Debug, Clone, Default)]
 pub struct AssociationUsage<'s> {
+    /// Some user or account has a limit; without one nothing is counted or
+    /// checked (a pass pays nothing for limits no one set).
+    any_limit: bool,
     by_user_account: BTreeMap<(&'s str, &'s str), Held>,
     by_account_subtree: BTreeMap<&'s str, Held>,
 }
 
 impl<'s> AssociationUsage<'s> {
+    /// Empty usage for `state`'s users and accounts.
+    pub fn new(state: &ClusterState) -> Self {
+        AssociationUsage {
+            any_limit: state.users().values().any(|u| !u.limits.is_empty())
+                || state.accounts().values().any(|a| !a.limits.is_empty()),
+            ..AssociationUsage::default()
+        }
+    }
+
     /// Counts a job that runs or was just planned to start, holding `gpus`.
     pub fn add(&mut self, state: &'s ClusterState, job: &'s Job, gpus: u64) {
+        if !self.any_limit {
+            return;
+        }
         let held = self
             .by_user_account
             .entry((job.spec.user.as_str(), job.account.as_str()))
@@ -47,6 +62,9 @@ impl<'s> AssociationUsage<'s> {
 
     /// `Ok` when `job` (asking for `gpus`) fits its associations' limits.
     pub fn check(&self, state: &ClusterState, job: &Job, gpus: u64) -> Result<(), PendingReason> {
+        if !self.any_limit {
+            return Ok(());
+        }
         let user = state.users().get(&job.spec.user);
         let user_limits = user.map(|u| &u.limits);
         let inherited = |pick: fn(&AssociationLimits) -> Option<u64>| {

@@ -24,7 +24,10 @@ pub struct Usage<'s> {
 impl<'s> Usage<'s> {
     /// Counts every running or completing job.
     pub fn from_state(state: &'s ClusterState) -> Self {
-        let mut usage = Usage::default();
+        let mut usage = Usage {
+            associations: AssociationUsage::new(state),
+            ..Usage::default()
+        };
         for job in state.active_jobs() {
             // What the live attempt holds (an exclusive job holds every GPU
             // of its nodes).

@@ -429,6 +429,11 @@ impl<'s> Pass<'s> {
             );
             if let Some(choice) = found {
                 self.releases = Some(releases);
+                // It will run once its victims are gone: it counts against its
+                // limits now, so a second job of the same user or account is
+                // not let through to preempt as well.
+                let gpus = job.resources.total_gpus();
+                self.usage.add(self.state, job, gpus);
                 self.preempt_for(job, reason, choice);
                 return;
             }

@@ -111,6 +111,6 @@ pub fn eligible_since(job: &Job, now: Timestamp) -> Timestamp {
     ) {
         now
     } else {
-        job.eligible_since
+        job.eligible_time()
     }
 }

@@ -16,7 +16,8 @@ use crate::when;
 pub async fn run(cluster: &Cluster, command: AdminCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
         AdminCommand::Change(args) => {
-            send(cluster, &args.into_change(Timestamp(when::now_ms()))?).await?;
+            let change = keep_limits(cluster, args.into_change(Timestamp(when::now_ms()))?).await?;
+            send(cluster, &change).await?;
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::Members { action } => {
@@ -49,6 +50,40 @@ pub async fn run(cluster: &Cluster, command: AdminCommand, json: bool) -> anyhow
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `corral admin account|user set` replaces the record but has no options for
+/// sacctmgr's association limits: an existing record keeps its limits.
+async fn keep_limits(cluster: &Cluster, change: AdminChange) -> anyhow::Result<AdminChange> {
+    if !matches!(change, AdminChange::SetAccount(_) | AdminChange::SetUser(_)) {
+        return Ok(change);
+    }
+    let reply = cluster
+        .call(Retry::Idempotent, |mut c| async move {
+            c.list_associations(corral_proto::api::Empty {}).await
+        })
+        .await?;
+    Ok(match change {
+        AdminChange::SetAccount(mut account) => {
+            for json in &reply.accounts_json {
+                let current: corral_state::account::Account = records::decode("account", json)?;
+                if current.name == account.name {
+                    account.limits = current.limits;
+                }
+            }
+            AdminChange::SetAccount(account)
+        }
+        AdminChange::SetUser(mut user) => {
+            for json in &reply.users_json {
+                let current: corral_state::account::User = records::decode("user", json)?;
+                if current.name == user.name {
+                    user.limits = current.limits;
+                }
+            }
+            AdminChange::SetUser(user)
+        }
+        other => other,
+    })
 }
 
 /// Sends one configuration change (admins), tried once.

@@ -169,7 +169,7 @@ pub(super) fn resolve(state: &ClusterState, spec: &JobSpec) -> Result<Resolved, 
     let account = resolve_account(state, spec)?;
     let partition = resolve_partition(state, spec, &account)?;
     let qos = resolve_qos(state, spec, &account)?;
-    let time_limit = resolve_time_limit(state, spec, partition, qos.as_deref())?;
+    let time_limit = resolve_time_limit(state, spec, &account, partition, qos.as_deref())?;
     let resources = resolve_resources(spec)?;
     check_nodes_exist(state, &resources, partition)?;
     check_feasible(state, &resources, partition)?;
@@ -380,10 +380,29 @@ fn resolve_qos(
 fn resolve_time_limit(
     state: &ClusterState,
     spec: &JobSpec,
+    account: &str,
     partition: &Partition,
     qos: Option<&str>,
 ) -> Result<TimeLimit, Rejection> {
-    let limit = partition.effective_time_limit(spec.time_limit);
+    let mut limit = partition.effective_time_limit(spec.time_limit);
+    // Without --time, an association's MaxWall lowers the default, as Slurm's
+    // does (the user's, else the nearest account's).
+    if spec.time_limit.is_none() {
+        let max_wall = state
+            .users
+            .get(&spec.user)
+            .and_then(|u| u.limits.max_wall_seconds)
+            .or_else(|| {
+                state
+                    .account_lineage(account)
+                    .into_iter()
+                    .filter_map(|a| state.accounts.get(a))
+                    .find_map(|a| a.limits.max_wall_seconds)
+            });
+        if let Some(max_wall) = max_wall {
+            limit = limit.min(TimeLimit::Seconds(max_wall));
+        }
+    }
     if limit > partition.max_time {
         return Err(Rejection::InvalidRequest(format!(
             "time limit {} exceeds partition '{}' MaxTime {}; ask for less with --time",

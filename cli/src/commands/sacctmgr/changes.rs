@@ -305,7 +305,12 @@ fn gpu_limit(key: &str, value: &str) -> Result<Option<u64>, String> {
             ));
         };
         let tres = tres.to_ascii_lowercase();
-        if tres != "gres/gpu" && !tres.starts_with("gres/gpu:") {
+        if tres.starts_with("gres/gpu:") {
+            return Err(format!(
+                "{key}: corral limits GPUs of every type together (gres/gpu=N); '{part}' names one type and cannot be enforced"
+            ));
+        }
+        if tres != "gres/gpu" {
             return Err(format!(
                 "{key}: corral limits GPUs only (gres/gpu=N); '{part}' cannot be enforced"
             ));

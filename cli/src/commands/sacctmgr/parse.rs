@@ -186,6 +186,19 @@ pub fn parse(args: &[String]) -> Result<Option<Request>, String> {
             request.conditions.push((key, value.to_string()));
         }
     }
+    // A change picks records by name only: a narrower condition (`where
+    // Account=ml` for one of a user's associations) would otherwise widen to
+    // every record of that name.
+    if matches!(verb, Verb::Modify | Verb::Delete)
+        && let Some((key, value)) = request
+            .conditions
+            .iter()
+            .find(|(key, _)| !matches!(key.as_str(), "cluster" | "clusters"))
+    {
+        return Err(format!(
+            "where {key}={value}: corral's sacctmgr changes records by name only (a user's limits hold in every account it charges); leave the condition out"
+        ));
+    }
     if matches!(verb, Verb::Add | Verb::Modify | Verb::Delete) && request.names.is_empty() {
         return Err(format!(
             "{} which {}? give its name",
@@ -211,6 +224,13 @@ mod tests {
     fn parse_line(line: &str) -> Result<Option<Request>, String> {
         let args: Vec<String> = line.split_whitespace().map(String::from).collect();
         parse(&args)
+    }
+
+    #[test]
+    fn a_change_narrowed_by_another_condition_is_refused() {
+        let err = parse_line("modify user alice where account=ml set MaxJobs=4").unwrap_err();
+        assert!(err.contains("by name only"), "{err}");
+        assert!(parse_line("modify user where name=alice cluster=c set MaxJobs=4").is_ok());
     }
 
     fn ok(line: &str) -> Request {
