@@ -294,6 +294,7 @@ impl From<ClusterStateV1> for ClusterState {
             active,
             accounting,
             submit_keys,
+            unfinished_index: Default::default(),
         }
     }
 }

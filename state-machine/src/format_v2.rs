@@ -419,6 +419,7 @@ impl From<ClusterStateV2> for ClusterState {
             active,
             accounting,
             submit_keys,
+            unfinished_index: Default::default(),
         }
     }
 }

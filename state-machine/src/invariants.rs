@@ -59,6 +59,16 @@ fn check_indices(state: &ClusterState) -> Result<(), String> {
     if !state.queued.is_disjoint(&state.active) {
         return Err("a job is both queued and active".into());
     }
+    if let Some(built) = state.unfinished_index.built() {
+        let unfinished = state
+            .queued
+            .iter()
+            .chain(&state.active)
+            .filter_map(|id| state.jobs.get(id));
+        if *built != crate::unfinished_index::recount(unfinished) {
+            return Err("the unfinished-jobs index disagrees with a recount".into());
+        }
+    }
     Ok(())
 }
 

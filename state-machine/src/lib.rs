@@ -38,6 +38,7 @@ pub mod submit_keys;
 pub mod testkit;
 pub mod time;
 pub mod topology;
+mod unfinished_index;
 
 pub use command::{
     CancelTarget, Command, Outcome, PlanOutcome, PlannedAllocation, PlannedPreemption,

@@ -20,6 +20,7 @@ use crate::reservation::Reservation;
 use crate::submit_keys::SubmitKeys;
 use crate::time::Timestamp;
 use crate::topology::Topology;
+use crate::unfinished_index::UnfinishedIndex;
 
 /// The whole replicated cluster state. Feed every replica the same commands in the
 /// same order and they hold the same bytes (see [`crate::digest`]).
@@ -47,6 +48,9 @@ pub struct ClusterState {
     pub(crate) accounting: Accounting,
     /// Idempotency keys of recent submissions.
     pub(crate) submit_keys: SubmitKeys,
+    /// Unfinished jobs per association, derived (not encoded, not compared).
+    #[serde(skip)]
+    pub(crate) unfinished_index: UnfinishedIndex,
 }
 
 impl Default for ClusterState {
@@ -83,6 +87,7 @@ impl ClusterState {
             active: BTreeSet::new(),
             accounting: Accounting::default(),
             submit_keys: SubmitKeys::default(),
+            unfinished_index: UnfinishedIndex::default(),
         }
     }
 

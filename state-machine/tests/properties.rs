@@ -210,6 +210,18 @@ fn base_cluster() -> ClusterState {
     );
     register(&mut state, &format!("n{extra}"), GPUS, &[], at(0));
     add_urgent_partition(&mut state);
+    // A submit limit no run reaches: every submission consults the derived
+    // count of unfinished jobs, which the invariants then recount after every
+    // command.
+    let mut root = state.accounts()["root"].clone();
+    root.limits.grp_submit_jobs = Some(u32::MAX);
+    ok(
+        &mut state,
+        Command::SetAccount {
+            account: root,
+            by: admin(),
+        },
+    );
     state
 }
 

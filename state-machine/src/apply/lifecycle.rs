@@ -204,6 +204,8 @@ fn finish_if_released(state: &mut ClusterState, job_id: JobId) {
         job.state = final_state;
         job.reason = PendingReason::None;
         job.ended_at = Some(ending.at);
+        let (user, account) = (job.spec.user.clone(), job.account.clone());
+        state.unfinished_index.remove(&user, &account);
     }
 }
 
@@ -238,5 +240,7 @@ pub(super) fn end_queued(
     job.reason = PendingReason::None;
     job.hold = None;
     job.ended_at = Some(at);
+    let (user, account) = (job.spec.user.clone(), job.account.clone());
     state.queued.remove(&job_id);
+    state.unfinished_index.remove(&user, &account);
 }

@@ -117,6 +117,9 @@ pub(super) fn submit(
     }
     state.scripts.insert(first, Arc::new(batch));
     state.next_job_id += u64::from(count);
+    state
+        .unfinished_index
+        .add(&spec.user, &account, count as usize);
     if let Some(key) = key {
         state.submit_keys.record(&by.user, key, first, count, now);
     }

@@ -1,7 +1,11 @@
 //! Association limits at submission: `MaxSubmitJobs` and `GrpSubmitJobs`
 //! bound a user's (in an account) and an account subtree's unfinished jobs
 //! (pending, held, running, completing; each array task one job). A
-//! submission that would pass one is refused with Slurm's words.
+//! submission that would pass one is refused with Slurm's words. The counts
+//! come from the derived [`crate::unfinished_index`], so a check costs the
+//! number of associations, not of jobs.
+
+use std::collections::BTreeSet;
 
 use crate::account::AssociationLimits;
 use crate::rejection::Rejection;
@@ -14,7 +18,7 @@ const VIOLATES_POLICY: &str =
 /// Refuses adding `count` jobs of `user` charged to `account` when that passes
 /// a submit limit.
 pub(super) fn check(
-    state: &ClusterState,
+    state: &mut ClusterState,
     user: &str,
     account: &str,
     count: usize,
@@ -29,23 +33,39 @@ pub(super) fn check(
         .and_then(|l| l.max_submit_jobs)
         .or_else(|| accounts.iter().find_map(|(_, l)| l.max_submit_jobs));
     let user_group = user_limits.and_then(|l| l.grp_submit_jobs);
-    let account_groups: Vec<(&str, u32)> = accounts
+    // Each limited account, its limit, and the accounts under it (itself too).
+    let groups: Vec<(String, u32, BTreeSet<String>)> = accounts
         .iter()
         .filter_map(|(name, l)| l.grp_submit_jobs.map(|max| (*name, max)))
+        .map(|(name, max)| {
+            let subtree = state
+                .accounts
+                .keys()
+                .filter(|a| state.account_lineage(a).contains(&name))
+                .cloned()
+                .collect();
+            (name.to_string(), max, subtree)
+        })
         .collect();
-    if max_submit.is_none() && user_group.is_none() && account_groups.is_empty() {
+    if max_submit.is_none() && user_group.is_none() && groups.is_empty() {
         return Ok(());
     }
-    let unfinished = || {
-        state
-            .queued
-            .iter()
-            .chain(state.active.iter())
-            .filter_map(|id| state.jobs.get(id))
-    };
-    let own = unfinished()
-        .filter(|j| j.spec.user == user && j.account == account)
-        .count();
+    let ClusterState {
+        unfinished_index,
+        queued,
+        active,
+        jobs,
+        ..
+    } = state;
+    let unfinished = queued
+        .iter()
+        .chain(active.iter())
+        .filter_map(|id| jobs.get(id));
+    let counts = unfinished_index.counts(unfinished);
+    let own = counts
+        .get(&(user.to_string(), account.to_string()))
+        .copied()
+        .unwrap_or(0);
     for (limit, what) in [(max_submit, "MaxSubmitJobs"), (user_group, "GrpSubmitJobs")] {
         if let Some(max) = limit
             && own + count > max as usize
@@ -55,17 +75,12 @@ pub(super) fn check(
             )));
         }
     }
-    for (name, max) in account_groups {
-        // The account and every account under it, found once per limit.
-        let subtree: std::collections::BTreeSet<&str> = state
-            .accounts
-            .keys()
-            .map(String::as_str)
-            .filter(|a| state.account_lineage(a).contains(&name))
-            .collect();
-        let held = unfinished()
-            .filter(|j| subtree.contains(j.account.as_str()))
-            .count();
+    for (name, max, subtree) in groups {
+        let held: usize = counts
+            .iter()
+            .filter(|((_, account), _)| subtree.contains(account))
+            .map(|(_, n)| n)
+            .sum();
         if held + count > max as usize {
             return Err(Rejection::LimitReached(format!(
                 "{VIOLATES_POLICY}: account {name} and the accounts under it have {held} unfinished jobs, and its GrpSubmitJobs={max}"

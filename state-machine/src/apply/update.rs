@@ -59,8 +59,11 @@ pub(super) fn update_job(
                     PendingReason::None
                 };
             }
+            let before = std::mem::replace(&mut job.account, account);
+            state
+                .unfinished_index
+                .moved(id, &spec.user, &before, &job.account);
             job.spec = spec;
-            job.account = account;
             job.partition = partition;
             job.qos = qos;
             job.time_limit = time_limit;
