@@ -25,6 +25,9 @@ const FORMAT1_COMMANDS: &[u8] = include_bytes!("fixtures/format1-commands.bin");
 const FORMAT1_SNAPSHOT: &[u8] = include_bytes!("fixtures/format1-snapshot.bin");
 const FORMAT2_COMMANDS: &[u8] = include_bytes!("fixtures/format2-commands.bin");
 const FORMAT2_SNAPSHOT: &[u8] = include_bytes!("fixtures/format2-snapshot.bin");
+/// Format 2's `SetAccount`, `SetUser`, `Submit` and a fully set `UpdateJob`,
+/// written by the format-2 build (commit 5d73a48).
+const FORMAT2_ADMIN_COMMANDS: &[u8] = include_bytes!("fixtures/format2-admin-commands.bin");
 
 /// A history touching every stored table a job lives in: plain, array, dependent
 /// and held submissions, a plan, starts, an exit, a tick and a cancel.
@@ -294,4 +297,106 @@ fn a_format2_snapshot_decodes_to_the_same_state() {
         .expect("the job");
     assert_eq!(later.steps.len(), 2);
     assert_eq!(later.spec.time_min, Some(TimeLimit::Seconds(600)));
+}
+
+/// What `format2-admin-commands.bin` holds, in this build's commands.
+fn admin_history() -> Vec<Command> {
+    use corral_state::account::{Account, User};
+    use corral_state::ids::Role;
+    use corral_state::job_update::JobUpdate;
+    vec![
+        Command::SetAccount {
+            account: Account {
+                name: "vision".into(),
+                parent: Some("root".into()),
+                shares: 3,
+                default_qos: None,
+                description: "Vision".into(),
+                limits: Default::default(),
+            },
+            by: admin(),
+        },
+        Command::SetUser {
+            user: User {
+                name: "carol".into(),
+                default_account: "vision".into(),
+                accounts: ["vision".to_string()].into(),
+                role: Role::User,
+                limits: Default::default(),
+            },
+            by: admin(),
+        },
+        Command::Submit {
+            by: user("carol"),
+            spec: spec("carol", 1, 1),
+            batch: script(),
+            key: None,
+            at: at(20),
+        },
+        Command::UpdateJob {
+            job: JobId(1),
+            update: JobUpdate {
+                name: Some("renamed".into()),
+                comment: Some("moved".into()),
+                time_limit: Some(TimeLimit::Seconds(1800)),
+                partition: Some("gpu".into()),
+                account: Some("vision".into()),
+                qos: None,
+                nice: Some(10),
+                dependency: Some(None),
+                nodes: Some(1),
+                features: Some(Vec::new()),
+                excluded_nodes: Some(vec!["n2".into()]),
+                begin_time: None,
+            },
+            by: admin(),
+            at: at(30),
+        },
+    ]
+}
+
+#[test]
+fn format2_admin_and_update_commands_decode_into_their_frozen_variants_and_apply_the_same() {
+    let commands: Vec<Command> =
+        postcard::from_bytes(FORMAT2_ADMIN_COMMANDS).expect("format-2 admin commands decode");
+    let kinds: Vec<&str> = commands
+        .iter()
+        .map(|c| match c {
+            Command::SetAccountFormat2 { .. } => "SetAccountFormat2",
+            Command::SetUserFormat2 { .. } => "SetUserFormat2",
+            Command::SubmitFormat2 { .. } => "SubmitFormat2",
+            Command::UpdateJobFormat2 { .. } => "UpdateJobFormat2",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "SetAccountFormat2",
+            "SetUserFormat2",
+            "SubmitFormat2",
+            "UpdateJobFormat2"
+        ]
+    );
+    // Re-encoded, they are the bytes the format-2 build wrote.
+    assert_eq!(
+        postcard::to_stdvec(&commands).expect("encodes"),
+        FORMAT2_ADMIN_COMMANDS
+    );
+    let mut old = cluster(2, 8);
+    for command in commands {
+        ok(&mut old, command);
+    }
+    let mut now = cluster(2, 8);
+    for command in admin_history() {
+        ok(&mut now, command);
+    }
+    check_invariants(&old);
+    assert_eq!(old, now);
+    assert_eq!(old.digest(), now.digest());
+    let job = old.job(JobId(1)).expect("the job");
+    assert_eq!(
+        (job.spec.name.as_str(), job.account.as_str()),
+        ("renamed", "vision")
+    );
 }
