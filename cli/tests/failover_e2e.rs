@@ -185,9 +185,25 @@ fn an_isolated_leader_holds_neither_jobs_nor_clients() {
     });
     let new = leader(&cluster);
     let new_api = cluster.api_of(new);
-    // Asked alone, the cut-off leader does not pass itself off as the leader.
-    let asked_old = cluster.corral_at("user-corral-admin", &old_api, &["--json", "cluster"]);
-    let view: serde_json::Value = serde_json::from_slice(&asked_old.stdout).unwrap_or_default();
+    // Asked alone, the cut-off leader does not pass itself off as the leader:
+    // every answer names the new one (an answer may fail on a loaded machine,
+    // and is asked again; none may name the old leader).
+    let view = std::cell::RefCell::new(serde_json::Value::Null);
+    wait_until(
+        PATIENCE,
+        "the cut-off leader's answer to name the new leader",
+        || {
+            let asked_old =
+                cluster.corral_at("user-corral-admin", &old_api, &["--json", "cluster"]);
+            let answer: serde_json::Value =
+                serde_json::from_slice(&asked_old.stdout).unwrap_or_default();
+            assert_ne!(answer["leader"].as_u64(), Some(old), "{answer}");
+            let named_new = answer["leader"].as_u64() == Some(new);
+            *view.borrow_mut() = answer;
+            named_new
+        },
+    );
+    let view = view.into_inner();
     wait_until(PATIENCE, "every agent to attach to the new leader", || {
         cluster
             .agent_log_lines(&format!("attached to the leader address={new_api}"))
