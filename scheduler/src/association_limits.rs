@@ -65,16 +65,9 @@ impl<'s> AssociationUsage<'s> {
         if !self.any_limit {
             return Ok(());
         }
-        let user = state.users().get(&job.spec.user);
-        let user_limits = user.map(|u| &u.limits);
+        let user_limits = state.users().get(&job.spec.user).map(|u| &u.limits);
         let inherited = |pick: fn(&AssociationLimits) -> Option<u64>| {
-            user_limits.and_then(pick).or_else(|| {
-                state
-                    .account_lineage(&job.account)
-                    .into_iter()
-                    .filter_map(|a| state.accounts().get(a))
-                    .find_map(|a| pick(&a.limits))
-            })
+            state.inherited_limit(&job.spec.user, &job.account, pick)
         };
         if let Some(max_wall) = inherited(|l| l.max_wall_seconds) {
             let within = matches!(job.time_limit, TimeLimit::Seconds(s) if s <= max_wall);

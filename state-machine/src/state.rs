@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::account::{Account, ROOT_ACCOUNT, User};
+use crate::account::{Account, AssociationLimits, ROOT_ACCOUNT, User};
 use crate::accounting::Accounting;
 use crate::command::{Command, Outcome};
 use crate::config::ClusterConfig;
@@ -120,6 +120,25 @@ impl ClusterState {
     pub fn accounts(&self) -> &BTreeMap<String, Account> {
         &self.accounts
     }
+    /// An association limit of `user` in `account`, as Slurm inherits it:
+    /// the user's own, else the nearest account's from `account` up.
+    pub fn inherited_limit<T>(
+        &self,
+        user: &str,
+        account: &str,
+        pick: impl Fn(&AssociationLimits) -> Option<T>,
+    ) -> Option<T> {
+        self.users
+            .get(user)
+            .and_then(|u| pick(&u.limits))
+            .or_else(|| {
+                self.account_lineage(account)
+                    .into_iter()
+                    .filter_map(|a| self.accounts.get(a))
+                    .find_map(|a| pick(&a.limits))
+            })
+    }
+
     /// `account` and the accounts above it, nearest first, up to the root
     /// (bounded by the number of accounts, should the tree hold a loop).
     pub fn account_lineage<'a>(&'a self, account: &'a str) -> Vec<&'a str> {

@@ -390,21 +390,10 @@ fn resolve_time_limit(
     let mut limit = partition.effective_time_limit(spec.time_limit);
     // Without --time, an association's MaxWall lowers the default, as Slurm's
     // does (the user's, else the nearest account's).
-    if spec.time_limit.is_none() {
-        let max_wall = state
-            .users
-            .get(&spec.user)
-            .and_then(|u| u.limits.max_wall_seconds)
-            .or_else(|| {
-                state
-                    .account_lineage(account)
-                    .into_iter()
-                    .filter_map(|a| state.accounts.get(a))
-                    .find_map(|a| a.limits.max_wall_seconds)
-            });
-        if let Some(max_wall) = max_wall {
-            limit = limit.min(TimeLimit::Seconds(max_wall));
-        }
+    if spec.time_limit.is_none()
+        && let Some(max_wall) = state.inherited_limit(&spec.user, account, |l| l.max_wall_seconds)
+    {
+        limit = limit.min(TimeLimit::Seconds(max_wall));
     }
     if limit > partition.max_time {
         return Err(Rejection::InvalidRequest(format!(

@@ -29,9 +29,7 @@ pub(super) fn check(
         .iter()
         .filter_map(|name| state.accounts.get(*name).map(|a| (*name, &a.limits)))
         .collect();
-    let max_submit = user_limits
-        .and_then(|l| l.max_submit_jobs)
-        .or_else(|| accounts.iter().find_map(|(_, l)| l.max_submit_jobs));
+    let max_submit = state.inherited_limit(user, account, |l| l.max_submit_jobs);
     let user_group = user_limits.and_then(|l| l.grp_submit_jobs);
     // Each limited account, its limit, and the accounts under it (itself too).
     let groups: Vec<(String, u32, BTreeSet<String>)> = accounts
