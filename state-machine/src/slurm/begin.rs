@@ -104,14 +104,7 @@ pub fn parse_begin(text: &str) -> Result<BeginSpec, FormatError> {
                 let Some((hour, minute, second)) = time else {
                     return Err(bad("AM or PM follows a time of day"));
                 };
-                if !(1..=12).contains(&hour) {
-                    return Err(bad("a 12-hour time runs from 1 to 12"));
-                }
-                let hour = match (word, hour) {
-                    ("am", 12) => 0,
-                    ("pm", h) if h < 12 => h + 12,
-                    (_, h) => h,
-                };
+                let hour = twelve_hour(word, hour).ok_or_else(|| bad(TWELVE_HOURS))?;
                 time = Some((hour, minute, second));
             }
             _ if word.contains(':') => {
@@ -119,14 +112,7 @@ pub fn parse_begin(text: &str) -> Result<BeginSpec, FormatError> {
                 set_time(parse_clock(clock).ok_or_else(|| bad("a time of day is HH:MM[:SS]"))?)?;
                 if let Some(suffix) = suffix {
                     let (hour, minute, second) = time.unwrap_or_default();
-                    if !(1..=12).contains(&hour) {
-                        return Err(bad("a 12-hour time runs from 1 to 12"));
-                    }
-                    let hour = match (suffix, hour) {
-                        ("am", 12) => 0,
-                        ("pm", h) if h < 12 => h + 12,
-                        (_, h) => h,
-                    };
+                    let hour = twelve_hour(suffix, hour).ok_or_else(|| bad(TWELVE_HOURS))?;
                     time = Some((hour, minute, second));
                 }
             }
@@ -162,6 +148,22 @@ fn split_date_and_time(word: &str) -> Vec<&str> {
         return vec![date, time];
     }
     vec![word]
+}
+
+/// Why a 12-hour time is refused.
+const TWELVE_HOURS: &str = "a 12-hour time runs from 1 to 12";
+
+/// `hour` (1 to 12) followed by `am` or `pm`, on the 24-hour clock; `None`
+/// outside 1 to 12.
+fn twelve_hour(suffix: &str, hour: u32) -> Option<u32> {
+    if !(1..=12).contains(&hour) {
+        return None;
+    }
+    Some(match (suffix, hour) {
+        ("am", 12) => 0,
+        ("pm", h) if h < 12 => h + 12,
+        (_, h) => h,
+    })
 }
 
 /// `13:00am` → (`13:00`, `am`).
