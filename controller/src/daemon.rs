@@ -20,7 +20,7 @@ use crate::agent_gateway::registry::AgentSessions;
 use crate::agent_gateway::session::SessionContext;
 use crate::api::{ApiContext, ApiService};
 use crate::config::ControllerConfig;
-use crate::leader_loop::{self, LeaderTiming};
+use crate::leader_loop::{self, LeaderLoopSettings};
 use corral_proto::MAX_API_MESSAGE_BYTES;
 
 /// A running controller.
@@ -75,9 +75,10 @@ impl Controller {
 
         let wake = Arc::new(Notify::new());
         let (stop_loop, stop_rx) = watch::channel(false);
-        let leader_timing = LeaderTiming {
+        let leader_timing = LeaderLoopSettings {
             schedule_interval: Duration::from_millis(config.leader.schedule_interval_ms.max(1)),
             tick_interval: Duration::from_millis(config.leader.tick_interval_ms.max(1)),
+            preempt_send_user_signal: config.leader.preempt_send_user_signal,
         };
         let kill_wait_ms = config.leader.kill_wait_ms;
         let committed = Arc::new(Notify::new());

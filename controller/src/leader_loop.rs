@@ -16,13 +16,16 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::agent_gateway::liveness::Heartbeats;
 use crate::clock;
 
-/// How often the loop works.
+/// How often the loop works, and the leader's own say in its plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaderTiming {
+pub struct LeaderLoopSettings {
     /// A scheduling pass at least this often (and whenever woken).
     pub schedule_interval: Duration,
     /// A `Tick` this often.
     pub tick_interval: Duration,
+    /// `[leader] preempt_send_user_signal` (Slurm's SlurmctldParameters
+    /// option): a victim's preemption notice is its own `--signal`.
+    pub preempt_send_user_signal: bool,
 }
 
 /// Counters the loop keeps, for tests and logs.
@@ -41,7 +44,7 @@ pub struct LeaderStats {
 /// respond.
 pub async fn run(
     replica: Arc<Replica>,
-    timing: LeaderTiming,
+    timing: LeaderLoopSettings,
     (wake, committed): (Arc<Notify>, Arc<Notify>),
     heartbeats: Heartbeats,
     mut stop: watch::Receiver<bool>,
@@ -79,7 +82,7 @@ pub async fn run(
 /// One term of leadership.
 async fn lead(
     replica: &Replica,
-    timing: LeaderTiming,
+    timing: LeaderLoopSettings,
     (wake, committed): (&Notify, &Notify),
     heartbeats: &Heartbeats,
     leadership: &mut watch::Receiver<corral_consensus::Leadership>,
@@ -117,12 +120,15 @@ async fn lead(
             Work::Pass => {
                 stats.passes += 1;
                 let now = clock::now();
-                let quiet = heartbeats.not_responding();
+                let inputs = corral_scheduler::PassInputs {
+                    avoid: heartbeats.not_responding(),
+                    preempt_send_user_signal: timing.preempt_send_user_signal,
+                };
                 // On a blocking thread, under the state's read lock: applies
                 // wait for the pass without holding a runtime thread.
                 match replica
                     .read_local_long(move |state| {
-                        corral_scheduler::plan_avoiding(state, now, &quiet).to_command(now)
+                        corral_scheduler::plan_with(state, now, &inputs).to_command(now)
                     })
                     .await
                 {

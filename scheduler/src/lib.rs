@@ -28,5 +28,5 @@ pub mod topology;
 pub mod view;
 
 pub use explain::{Explanation, explain};
-pub use pass::{plan, plan_avoiding};
+pub use pass::{PassInputs, plan, plan_avoiding, plan_with};
 pub use plan::{BackfillReservation, PassStats, Plan};

@@ -139,28 +139,50 @@ pub fn queue_order<'s>(
 
 /// Plans one pass at `now`.
 pub fn plan(state: &ClusterState, now: Timestamp) -> Plan {
-    execute(state, now, false, &BTreeSet::new()).0
+    execute(state, now, false, &PassInputs::default()).0
+}
+
+/// What the leader brings to a pass beyond the replicated state: its soft
+/// state and its own settings (corral.toml's `[leader]`).
+#[derive(Debug, Clone, Default)]
+pub struct PassInputs {
+    /// Nodes that take no new work: the leader has not heard from their
+    /// agents lately (Slurm's NOT_RESPONDING).
+    pub avoid: BTreeSet<String>,
+    /// Slurm's `SlurmctldParameters=preempt_send_user_signal`: a victim
+    /// submitted with `--signal` gets that signal as its preemption notice
+    /// instead of SIGTERM.
+    pub preempt_send_user_signal: bool,
+}
+
+/// Plans one pass at `now` with the leader's inputs.
+pub fn plan_with(state: &ClusterState, now: Timestamp, inputs: &PassInputs) -> Plan {
+    execute(state, now, false, inputs).0
 }
 
 /// Plans one pass at `now` that starts nothing on the nodes of `avoid` (the
 /// leader has not heard from their agents lately: Slurm's NOT_RESPONDING).
 /// What runs there stays; only new work goes elsewhere or waits.
 pub fn plan_avoiding(state: &ClusterState, now: Timestamp, avoid: &BTreeSet<String>) -> Plan {
-    execute(state, now, false, avoid).0
+    let inputs = PassInputs {
+        avoid: avoid.clone(),
+        ..PassInputs::default()
+    };
+    execute(state, now, false, &inputs).0
 }
 
 /// Plans one pass and returns every considered job's verdict.
 pub fn run(state: &ClusterState, now: Timestamp) -> (Plan, BTreeMap<JobId, Verdict>) {
-    execute(state, now, true, &BTreeSet::new())
+    execute(state, now, true, &PassInputs::default())
 }
 
 fn execute(
     state: &ClusterState,
     now: Timestamp,
     record_verdicts: bool,
-    avoid: &BTreeSet<String>,
+    inputs: &PassInputs,
 ) -> (Plan, BTreeMap<JobId, Verdict>) {
-    let mut pass = Pass::new(state, now, record_verdicts, avoid);
+    let mut pass = Pass::new(state, now, record_verdicts, inputs);
     let priorities = PriorityContext::new(state);
     for (job, _) in queue_order(state, now, &priorities) {
         pass.consider(job);
@@ -180,6 +202,8 @@ struct Pass<'s> {
     record_verdicts: bool,
     blocked_partitions: BTreeSet<&'s str>,
     preempted: BTreeSet<JobId>,
+    /// Notices carry the victim's `--signal` (preempt_send_user_signal).
+    send_user_signal: bool,
     /// Per node, the windows of admin reservations (start, end, name).
     reserved: Vec<Vec<(Timestamp, Timestamp, &'s str)>>,
     /// True when no admin reservation is current or ahead.
@@ -201,9 +225,9 @@ impl<'s> Pass<'s> {
         state: &'s ClusterState,
         now: Timestamp,
         record_verdicts: bool,
-        avoid: &BTreeSet<String>,
+        inputs: &PassInputs,
     ) -> Self {
-        let view = View::build_avoiding(state, now, avoid);
+        let view = View::build_avoiding(state, now, &inputs.avoid);
         let mut reserved = vec![Vec::new(); view.nodes.len()];
         for r in state.reservations().values().filter(|r| r.end > now) {
             for node in &r.nodes {
@@ -223,6 +247,7 @@ impl<'s> Pass<'s> {
             record_verdicts,
             blocked_partitions: BTreeSet::new(),
             preempted: BTreeSet::new(),
+            send_user_signal: inputs.preempt_send_user_signal,
             no_reservations: reserved.iter().all(Vec::is_empty),
             reservation_ends: state
                 .reservations()
@@ -466,7 +491,8 @@ impl<'s> Pass<'s> {
                 .state
                 .job(*victim)
                 .and_then(|v| v.spec.signal.as_ref())
-                .map_or(Signal::USR1, |s| s.signal);
+                .filter(|_| self.send_user_signal)
+                .map_or(Signal::TERM, |s| s.signal);
             let attempt = self
                 .state
                 .job(*victim)

@@ -475,7 +475,9 @@ pub enum EndCause {
         /// The XID error, if one was reported.
         xid: Option<u32>,
     },
-    /// Preempted for a higher-priority job; its grace period is over.
+    /// Preempted for a higher-priority job: its grace period ran out, or its
+    /// batch script ended (however: on the notice, with an error, by a
+    /// signal) while the grace period ran.
     Preempted {
         /// The job it made room for.
         for_job: JobId,

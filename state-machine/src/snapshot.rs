@@ -2,7 +2,12 @@
 //! the postcard-encoded state and a SHA-256 of the body. Decoding checks all of
 //! them, so a truncated or corrupted snapshot is refused, never half-loaded.
 //!
-//! Format 2 added fields to jobs' requests, and format 3 (this build) more. A
+//! Format 2 added fields to jobs' requests, and format 3 more. Format 4 (this
+//! build) changed no shape, only a rule: a batch script that ends while its
+//! preemption notice runs ends the attempt as preempted, not as its own exit.
+//! The number is what the leader's [`crate::command::Command::StoredFormat`]
+//! entry names, so that a format-3 replica stops there instead of applying
+//! those entries by the old rule; a format-3 snapshot is read as it is. A
 //! format-1 snapshot is read through the frozen shapes of [`crate::format_v1`],
 //! a format-2 one through those of [`crate::format_v2`].
 
@@ -14,8 +19,9 @@ use crate::state::ClusterState;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"CORRALSS";
-/// The format this build writes. Formats 1 and 2 are read and migrated.
-pub const FORMAT_VERSION: u32 = 3;
+/// The format this build writes. Formats 1 and 2 are read and migrated;
+/// format 3 has format 4's shapes.
+pub const FORMAT_VERSION: u32 = 4;
 const HEADER_LEN: usize = 8 + 4 + 8;
 const CHECKSUM_LEN: usize = 32;
 
@@ -101,7 +107,7 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
             .try_into()
             .map_err(|_| SnapshotError::BadMagic)?,
     );
-    if version != FORMAT_VERSION && version != 1 && version != 2 {
+    if version > FORMAT_VERSION || version == 0 {
         return Err(SnapshotError::UnsupportedVersion { found: version });
     }
     let expected = u64::from_le_bytes(
@@ -129,5 +135,6 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
             .map(ClusterState::from)
             .map_err(undecodable);
     }
+    // Formats 3 and 4 share their shapes.
     postcard::from_bytes(body).map_err(undecodable)
 }

@@ -4,7 +4,7 @@
 mod support;
 
 use corral_state::command::{CancelTarget, Command, Outcome, PlannedPreemption};
-use corral_state::job::{EndCause, JobState, PendingReason};
+use corral_state::job::{EndCause, ExitStatus, JobState, PendingReason};
 use corral_state::node::NodeStateView;
 use corral_state::slurm::signal::Signal;
 use corral_state::{Actor, Rejection, Role};
@@ -568,6 +568,83 @@ fn preemption_signals_waits_the_grace_then_requeues() {
         1
     );
     check_invariants(&s);
+}
+
+/// However a victim's batch script ends while its preemption notice runs (it
+/// exits on the notice, fails, or dies of the signal), the attempt ends as
+/// preempted: requeued where the job and the mode allow it, PREEMPTED where
+/// not; never COMPLETED or FAILED, which would charge it to the job.
+#[test]
+fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
+    let killed_by = |signal: u8| ExitStatus {
+        code: 128 + i32::from(signal),
+        signal: Some(Signal(signal)),
+    };
+    let endings = [exit(0), exit(1), killed_by(15), killed_by(9)];
+    for (requeue, status) in [true, false]
+        .into_iter()
+        .flat_map(|r| endings.iter().map(move |e| (r, e.clone())))
+    {
+        let mut s = cluster(1, 8);
+        add_urgent_partition(&mut s);
+        let mut victim_spec = spec("alice", 1, 8);
+        victim_spec.requeue = requeue;
+        let victim = submit(&mut s, victim_spec, at(0));
+        let mut urgent_spec = spec("bob", 1, 8);
+        urgent_spec.partition = Some("urgent".into());
+        let urgent = submit(&mut s, urgent_spec, at(1));
+        start(&mut s, victim, at(2));
+        ok(
+            &mut s,
+            Command::ReportCheckpoint {
+                job: victim,
+                attempt: 1,
+                node: "n1".into(),
+                step: 15,
+                path: "/ckpt/15".into(),
+                at: at(100),
+            },
+        );
+        let t0 = s.config().preempt_exempt_seconds + 10;
+        let preemption = PlannedPreemption {
+            job: victim,
+            attempt: 1,
+            signal: Signal::TERM,
+            grace_seconds: 120,
+            for_job: urgent,
+        };
+        assert_eq!(
+            plan_preemption(&mut s, preemption, at(t0)).preempting,
+            vec![victim]
+        );
+        ok(
+            &mut s,
+            Command::BatchExited {
+                job: victim,
+                attempt: 1,
+                node: "n1".into(),
+                status: status.clone(),
+                at: at(t0 + 3),
+            },
+        );
+        let job = s.job(victim).unwrap();
+        let end = job.attempts[0].end.as_ref().unwrap();
+        assert_eq!(
+            end.cause,
+            EndCause::Preempted { for_job: urgent },
+            "{status:?}"
+        );
+        assert_eq!(job.attempts[0].batch_exit, Some(status.clone()));
+        if requeue {
+            assert_eq!(job.state, JobState::Pending, "{status:?}");
+            assert_eq!(job.requeue_count, 1);
+            assert_eq!(end.state, JobState::Requeued);
+            assert_eq!(job.last_checkpoint.as_ref().unwrap().step, 15);
+        } else {
+            assert_eq!(job.state, JobState::Preempted, "{status:?}");
+        }
+        check_invariants(&s);
+    }
 }
 
 #[test]

@@ -261,6 +261,25 @@ fn a_current_snapshot_keeps_what_older_formats_could_not_hold() {
     assert_eq!(back.users()["alice"], alice);
 }
 
+/// Format 4 changed a rule (an exit during a preemption's grace is the
+/// preemption's), not a shape: a snapshot a format-3 build wrote is read as
+/// it is, and a format newer than this build's is refused.
+#[test]
+fn a_format3_snapshot_reads_as_format_4_and_a_newer_one_is_refused() {
+    let mut state = cluster(2, 8);
+    let id = submit(&mut state, spec("alice", 1, 8), at(5));
+    let mut bytes = snapshot::encode(&state).expect("encodes");
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let back = snapshot::decode(&bytes).expect("a format-3 snapshot decodes");
+    assert_eq!(back, state);
+    assert!(back.job(id).is_some());
+    bytes[8..12].copy_from_slice(&(snapshot::FORMAT_VERSION + 1).to_le_bytes());
+    assert!(matches!(
+        snapshot::decode(&bytes),
+        Err(snapshot::SnapshotError::UnsupportedVersion { .. })
+    ));
+}
+
 /// The state `history_format2` leaves, applied by this build.
 fn applied_format2_now() -> ClusterState {
     let mut state = cluster(2, 8);

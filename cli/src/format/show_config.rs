@@ -28,6 +28,9 @@ pub struct ConfigRecord<'a> {
     pub kill_wait_secs: u64,
     /// MailProg of the controller that answered, when it has one.
     pub mail_program: Option<&'a str>,
+    /// `SlurmctldParameters=preempt_send_user_signal` on the controller that
+    /// answered.
+    pub preempt_send_user_signal: bool,
     /// The controllers' client addresses, in replica id order.
     pub controllers: &'a [String],
     /// When the settings were read (the state's clock).
@@ -72,6 +75,9 @@ pub fn show_config(record: &ConfigRecord<'_>) -> String {
     pair("SelectType", "select/cons_tres".into());
     for (i, address) in record.controllers.iter().enumerate() {
         pair(&format!("SlurmctldHost[{i}]"), address.clone());
+    }
+    if record.preempt_send_user_signal {
+        pair("SlurmctldParameters", "preempt_send_user_signal".into());
     }
     pair("TopologyPlugin", topology_plugin(record).into());
 
@@ -171,6 +177,7 @@ mod tests {
             topology_blocks: 0,
             kill_wait_secs: 10,
             mail_program: None,
+            preempt_send_user_signal: false,
             controllers,
             as_of: t(0),
         }
@@ -216,6 +223,17 @@ MaxBatchRequeue         = 5
 MaxBatchSize            = 4194304 bytes
 PreemptGraceTime        = 00:02:00
 "
+        );
+    }
+
+    #[test]
+    fn preempt_send_user_signal_is_a_slurmctld_parameter() {
+        let config = ClusterConfig::default();
+        let mut shown = record(&config, &[]);
+        assert!(!show_config(&shown).contains("SlurmctldParameters"));
+        shown.preempt_send_user_signal = true;
+        assert!(
+            show_config(&shown).contains("\nSlurmctldParameters     = preempt_send_user_signal\n")
         );
     }
 

@@ -173,10 +173,12 @@ pub fn lost_attempts(
     lost
 }
 
-/// Signals the attempt should have received by `now` on `node`, and which of
-/// its processes each reaches: a preemption notice reaches all of them;
-/// `--signal=SIG` reaches the steps' tasks, `--signal=B:SIG` only the batch
-/// shell (as in Slurm).
+/// Signals the attempt should have received by `now` on `node`, in order, and
+/// which of its processes each reaches. A preemption notice is Slurm's:
+/// SIGCONT, then SIGTERM, to all of them; where the leader sent the job's own
+/// `--signal` instead of SIGTERM (`preempt_send_user_signal`), that signal
+/// reaches what `--signal` names. `--signal=SIG` near the time limit reaches
+/// the steps' tasks, `--signal=B:SIG` only the batch shell (as in Slurm).
 fn signals_due(
     job: &Job,
     attempt: &Attempt,
@@ -185,7 +187,8 @@ fn signals_due(
 ) -> Vec<(Signal, SignalScope)> {
     let mut due = Vec::new();
     if let Some(notice) = &attempt.preemption {
-        due.push((notice.signal, SignalScope::Full));
+        due.push((Signal::CONT, SignalScope::Full));
+        due.push((notice.signal, notice_scope(job, notice.signal)));
     }
     if let (Some(spec), TimeLimit::Seconds(limit)) = (&job.spec.signal, job.time_limit) {
         let batch_host = attempt.batch_host() == Some(node);
@@ -204,6 +207,22 @@ fn signals_due(
         }
     }
     due
+}
+
+/// Which processes a preemption notice of `signal` reaches: SIGTERM (Slurm's
+/// notice) reaches all of them; the job's own `--signal`, sent in its place,
+/// what `--signal` names (`B:`: the batch shell; else the steps' tasks).
+fn notice_scope(job: &Job, signal: Signal) -> SignalScope {
+    match &job.spec.signal {
+        Some(spec) if signal != Signal::TERM && spec.signal == signal => {
+            if spec.batch_only {
+                SignalScope::Batch
+            } else {
+                SignalScope::Steps
+            }
+        }
+        _ => SignalScope::Full,
+    }
 }
 
 #[cfg(test)]
@@ -323,5 +342,75 @@ mod tests {
         let mut memory = memory;
         memory.sent(&due[0]);
         assert!(reconcile(&s, &nodes[0], &memory, at(551)).is_empty());
+    }
+
+    /// A preemption notice is Slurm's: SIGCONT then SIGTERM to every process
+    /// of the attempt, once; with the job's own `--signal` as the notice
+    /// (`preempt_send_user_signal`), SIGCONT then that signal to what
+    /// `--signal` names.
+    #[test]
+    fn a_preemption_notice_is_sigcont_then_the_notice_signal_once() {
+        use corral_state::command::PlannedPreemption;
+        let notice = |signal: Signal, batch_only: bool| {
+            let mut s = cluster(1, 8);
+            corral_state::testkit::add_urgent_partition(&mut s);
+            let mut request = spec("alice", 1, 8);
+            request.signal = Some(SignalSpec {
+                signal: Signal::USR2,
+                seconds_before: 90,
+                batch_only,
+                on_reservation_end: false,
+            });
+            let id = submit(&mut s, request, at(1));
+            let mut urgent = spec("bob", 1, 8);
+            urgent.partition = Some("urgent".into());
+            let urgent = submit(&mut s, urgent, at(2));
+            let nodes = start(&mut s, id, at(3));
+            let later = at(3 + s.config().preempt_exempt_seconds);
+            ok(
+                &mut s,
+                Command::ApplyPlan {
+                    allocations: vec![],
+                    preemptions: vec![PlannedPreemption {
+                        job: id,
+                        attempt: 1,
+                        signal,
+                        grace_seconds: 60,
+                        for_job: urgent,
+                    }],
+                    reasons: vec![],
+                    at: later,
+                },
+            );
+            let mut memory = SessionMemory::default();
+            memory.heard([(id, 1)]);
+            let due = reconcile(&s, &nodes[0], &memory, later);
+            for instruction in &due {
+                memory.sent(instruction);
+            }
+            assert!(reconcile(&s, &nodes[0], &memory, later).is_empty());
+            (id, due)
+        };
+        let (id, due) = notice(Signal::TERM, true);
+        assert_eq!(
+            due,
+            vec![
+                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Full),
+                Instruction::Signal((id, 1), Signal::TERM, SignalScope::Full),
+            ]
+        );
+        let (id, due) = notice(Signal::USR2, true);
+        assert_eq!(
+            due,
+            vec![
+                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Full),
+                Instruction::Signal((id, 1), Signal::USR2, SignalScope::Batch),
+            ]
+        );
+        let (id, due) = notice(Signal::USR2, false);
+        assert_eq!(
+            due[1],
+            Instruction::Signal((id, 1), Signal::USR2, SignalScope::Steps)
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! `ClusterSettings` (scontrol show config): the replicated cluster settings
 //! (`ClusterConfig`), the shape of the configured topology, and the answering
-//! replica's own KillWait and MailProg. Anyone may read them, as any Slurm user may run
+//! replica's own KillWait, MailProg and preemption notice. Anyone may read them, as any Slurm user may run
 //! `scontrol show config`.
 
 use corral_proto::api::ClusterSettingsReply;
@@ -12,6 +12,7 @@ use super::{ApiContext, status};
 /// The settings as this replica has applied them.
 pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
     let kill_wait_ms = ctx.config.leader.kill_wait_ms;
+    let preempt_send_user_signal = ctx.config.leader.preempt_send_user_signal;
     let mail_program = ctx
         .config
         .leader
@@ -29,6 +30,7 @@ pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
                 topology_blocks: count(topology.blocks.len()),
                 kill_wait_ms,
                 mail_program,
+                preempt_send_user_signal,
                 as_of_ms: state.clock().as_ms(),
             })
         })

@@ -112,6 +112,10 @@ pub struct LeaderSettings {
     pub kill_wait_ms: u64,
     /// The mail program (Slurm's MailProg); no mail without one.
     pub mail_program: Option<PathBuf>,
+    /// Slurm's `SlurmctldParameters=preempt_send_user_signal`: a preempted
+    /// job submitted with `--signal` gets that signal as its notice instead
+    /// of SIGTERM (default false, as in Slurm).
+    pub preempt_send_user_signal: bool,
 }
 
 /// Node liveness timeouts.

@@ -236,8 +236,8 @@ impl Supervisor {
         }
     }
 
-    /// Ends an attempt: `signal` to all its processes here (batch script,
-    /// tasks, escaped processes), SIGKILL after `grace`, then (once every
+    /// Ends an attempt: SIGCONT and `signal` to all its processes here (batch
+    /// script, tasks, escaped processes), SIGKILL after `grace`, then (once every
     /// process is gone) the report. An attempt this node does not hold is
     /// released at once; one already ending or ended is left alone.
     pub fn kill(&self, key: AttemptKey, signal: Signal, grace: Duration) {
@@ -254,7 +254,13 @@ impl Supervisor {
                 });
             }
             Some(Begun::Now) => {
-                self.signal_everything(key, signal);
+                // As Slurm ends a job: SIGCONT first, so that a stopped
+                // process receives the SIGTERM now rather than at SIGKILL.
+                if signal == Signal::KILL {
+                    self.signal_everything(key, &[signal]);
+                } else {
+                    self.signal_everything(key, &[Signal::CONT, signal]);
+                }
                 self.tear_down(key);
             }
             Some(Begun::Already | Begun::Over) => {}
@@ -290,7 +296,7 @@ impl Supervisor {
             self.outbox.push(report(ended_by_it));
         }
         for key in &hit {
-            self.signal_everything(*key, Signal::KILL);
+            self.signal_everything(*key, &[Signal::KILL]);
         }
         for key in begun {
             self.tear_down(key);
@@ -337,28 +343,35 @@ impl Supervisor {
             .filter_map(|(key, a)| (a.begin_ending(why, kill_at) == Begun::Now).then_some(*key))
             .collect();
         for key in begun {
-            self.signal_everything(key, signal);
+            self.signal_everything(key, &[signal]);
             self.tear_down(key);
         }
     }
 
-    /// `signal` to every process of attempt `key` here: its process groups at
-    /// once, and what escaped them from a blocking thread (finding those reads
-    /// every process's environment, which hangs on a process stuck in the
-    /// kernel: never on the caller's task, which may be the heartbeat's).
-    fn signal_everything(&self, key: AttemptKey, signal: Signal) {
+    /// `signals`, in order, to every process of attempt `key` here: its
+    /// process groups at once, and what escaped them from a blocking thread
+    /// (finding those reads every process's environment, which hangs on a
+    /// process stuck in the kernel: never on the caller's task, which may be
+    /// the heartbeat's).
+    fn signal_everything(&self, key: AttemptKey, signals: &[Signal]) {
         let groups = self
             .table()
             .get(&key)
             .map(Attempt::groups)
             .unwrap_or_default();
-        for group in groups {
-            send(group, signal);
+        for signal in signals {
+            for group in &groups {
+                send(*group, *signal);
+            }
         }
         if let Some(find) = self.escaped_finder(key) {
+            let signals = signals.to_vec();
             tokio::task::spawn_blocking(move || {
-                for pid in find() {
-                    send_pid(pid, signal);
+                let pids = find();
+                for signal in signals {
+                    for pid in &pids {
+                        send_pid(*pid, signal);
+                    }
                 }
             });
         }

@@ -4,7 +4,7 @@
 //! ```text
 //! start 2 n[5-6] gpus=0-7 cpus=1 mem=0
 //! start 7 attempt=2 n1 gpus=0-1 cpus=8 mem=64G; n2 gpus=4-5 cpus=8 mem=64G
-//! preempt 1 for 4 signal=USR1 grace=120
+//! preempt 1 for 4 signal=TERM grace=120
 //! reason 3 Resources
 //! backfill 3 at=7200 n[1-2]
 //! ```

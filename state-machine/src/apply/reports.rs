@@ -75,13 +75,22 @@ pub(super) fn batch_exited(
         )));
     }
     let ending = found.ending.is_some();
+    // A script that ends while a preemption notice runs ends because of it,
+    // however it ends (on the notice, with an error, by the signal): Slurm
+    // requeues it as preempted, never charges it to the job.
+    let cause = match &found.preemption {
+        Some(notice) => EndCause::Preempted {
+            for_job: notice.for_job,
+        },
+        None => EndCause::Exited(status),
+    };
     if let Some(a) = state.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
         a.batch_exit = Some(status);
     }
     if ending {
         release_node(state, id, node);
     } else {
-        begin_ending(state, id, EndCause::Exited(status), &[node], now);
+        begin_ending(state, id, cause, &[node], now);
     }
     Ok(Outcome::Jobs(vec![id]))
 }

@@ -38,7 +38,8 @@ impl Signal {
     pub const INT: Signal = Signal(2);
     /// SIGKILL.
     pub const KILL: Signal = Signal(9);
-    /// SIGUSR1, Slurm's default for preemption and `--signal`.
+    /// SIGUSR1. (Not Slurm's preemption notice: that is SIGCONT then SIGTERM,
+    /// or the job's `--signal` where the site sets `preempt_send_user_signal`.)
     pub const USR1: Signal = Signal(10);
     /// SIGUSR2.
     pub const USR2: Signal = Signal(12);

@@ -17,11 +17,7 @@ pub fn setting(key: &str) -> Option<&'static str> {
         "slurmctldtimeout" => {
             "corral fails over by Raft election in about 0.3 s ([raft] election_min_ms and election_max_ms), not after a backup controller's timeout"
         }
-        "slurmctldparameters"
-        | "slurmctldplugstack"
-        | "slurmdparameters"
-        | "slurmdspooldir"
-        | "slurmduser"
+        "slurmctldplugstack" | "slurmdparameters" | "slurmdspooldir" | "slurmduser"
         | "slurmuser" => {
             "settings of slurmctld and slurmd; corrald and corral-agent take their own options (the agent keeps its state in its --state-dir and runs as root to start jobs as their users)"
         }

@@ -102,6 +102,25 @@ pub fn read(
                 pair,
                 "corral runs the mail program by absolute path; set [leader] mail_program to one",
             ),
+            "slurmctldparameters" => {
+                let (carried, others): (Vec<String>, Vec<String>) = list(&pair.value)
+                    .into_iter()
+                    .partition(|w| w.eq_ignore_ascii_case("preempt_send_user_signal"));
+                if !carried.is_empty() {
+                    leader.preempt_send_user_signal = true;
+                    origins.came_from("leader.preempt_send_user_signal", pair);
+                }
+                if !others.is_empty() {
+                    notes.not_carried(
+                        "",
+                        pair,
+                        format!(
+                            "corral carries only preempt_send_user_signal ([leader] preempt_send_user_signal); not {}",
+                            others.join(",")
+                        ),
+                    );
+                }
+            }
             "preemptexempttime" => {
                 let seconds = if pair.value.trim() == "-1" {
                     0

@@ -362,6 +362,23 @@ fn an_input_corrald_would_refuse_is_reported_not_passed_off() {
 }
 
 #[test]
+fn slurmctld_parameters_carry_preempt_send_user_signal_and_name_the_rest() {
+    let text = "ClusterName=c\nSlurmctldParameters=enable_configless,preempt_send_user_signal\nNodeName=n1 CPUs=4 RealMemory=1024\nPartitionName=p Nodes=n1\n";
+    let imported = import(&[("slurm.conf", text)]);
+    assert!(load(&imported).leader.preempt_send_user_signal);
+    let (not_carried, _) = notes(&imported);
+    assert!(
+        not_carried.contains("not enable_configless"),
+        "{not_carried}"
+    );
+    let plain = import(&[(
+        "slurm.conf",
+        "ClusterName=c\nNodeName=n1 CPUs=4 RealMemory=1024\nPartitionName=p Nodes=n1\n",
+    )]);
+    assert!(!load(&plain).leader.preempt_send_user_signal);
+}
+
+#[test]
 fn preemption_and_priority_variants_load() {
     use PreemptModeName::{Cancel, Requeue};
     // (settings, the modes written for partitions lo and hi, what is noted)

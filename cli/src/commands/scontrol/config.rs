@@ -37,6 +37,7 @@ pub async fn show(cluster: &Cluster) -> anyhow::Result<ExitCode> {
             topology_blocks: reply.topology_blocks,
             kill_wait_secs: reply.kill_wait_ms / 1000,
             mail_program: (!reply.mail_program.is_empty()).then_some(reply.mail_program.as_str()),
+            preempt_send_user_signal: reply.preempt_send_user_signal,
             controllers: &controllers,
             as_of: Timestamp(reply.as_of_ms),
         })

@@ -102,6 +102,12 @@ pub struct LeaderSection {
     /// notices, as `PROGRAM -s SUBJECT RECIPIENT` (an absolute path, e.g.
     /// `/usr/bin/mail`). Without it no mail is sent.
     pub mail_program: Option<String>,
+    /// Slurm's `SlurmctldParameters=preempt_send_user_signal`. A job selected
+    /// for preemption gets SIGCONT and SIGTERM, and at the end of the grace
+    /// time SIGCONT, SIGTERM and (after `kill_wait`) SIGKILL; with this set,
+    /// a job submitted with `--signal=[B:]SIG` gets SIG instead of the first
+    /// SIGTERM (to its batch shell with `B:`, else to its steps).
+    pub preempt_send_user_signal: bool,
 }
 
 /// `kill_wait`'s default, seconds.
@@ -114,6 +120,7 @@ impl Default for LeaderSection {
             tick_interval_ms: 1_000,
             kill_wait: format_time_limit(TimeLimit::Seconds(DEFAULT_KILL_WAIT_SECONDS)),
             mail_program: None,
+            preempt_send_user_signal: false,
         }
     }
 }

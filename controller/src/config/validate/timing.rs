@@ -65,6 +65,7 @@ pub(crate) fn leader(section: &LeaderSection) -> Checked<LeaderSettings> {
         tick_interval_ms: positive("leader.tick_interval_ms", section.tick_interval_ms)?,
         kill_wait_ms: kill_wait * 1_000,
         mail_program: mail_program(section.mail_program.as_deref())?,
+        preempt_send_user_signal: section.preempt_send_user_signal,
     })
 }
 
