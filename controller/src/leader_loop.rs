@@ -15,6 +15,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::agent_gateway::liveness::Heartbeats;
 use crate::clock;
+use crate::retry_pause::RetryPause;
 
 /// How often the loop works, and the leader's own say in its plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +40,23 @@ pub struct LeaderStats {
     pub ticks: u64,
 }
 
+/// The first pause after a term that ended at once (its first proposal was
+/// refused while the watch still said this replica leads).
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// The longest such pause: a leader cut off for minutes tries this often.
+const MOST_RETRY_PAUSE: Duration = Duration::from_secs(2);
+/// A term led this long was a real one: the pauses start over.
+const HEALTHY_TERM: Duration = Duration::from_secs(10);
+
 /// Runs until `stop` turns true. Follows leadership: it works only while
-/// `replica` leads. Passes start nothing on the nodes `heartbeats` says do not
-/// respond.
+/// `replica` leads and a quorum acknowledges it. Passes start nothing on the
+/// nodes `heartbeats` says do not respond.
+///
+/// Every turn waits on something: a change of leadership, a change of quorum
+/// contact, or, after a term that ended at once while this replica still
+/// seemed to lead, a pause that doubles up to [`MOST_RETRY_PAUSE`]. A leader
+/// cut off from its peers therefore goes quiet instead of starting and ending
+/// terms as fast as the CPU allows.
 pub async fn run(
     replica: Arc<Replica>,
     timing: LeaderLoopSettings,
@@ -50,22 +65,28 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
+    let mut without_quorum = replica.leads_without_quorum();
     let mut stats = LeaderStats::default();
+    let mut pause = RetryPause::new(FIRST_RETRY_PAUSE, MOST_RETRY_PAUSE, HEALTHY_TERM);
     loop {
         if *stop.borrow() {
             return;
         }
         let leads = leadership.borrow_and_update().is_self;
-        if !leads {
+        let cut_off = *without_quorum.borrow_and_update();
+        if !leads || cut_off {
+            // Not leading, or leading without a quorum (the proposer refuses
+            // everything then): wait until either changes.
             tokio::select! {
                 changed = leadership.changed() => if changed.is_err() { return },
+                changed = without_quorum.changed() => if changed.is_err() { return },
                 _ = stop.changed() => return,
             }
             continue;
         }
         let term = leadership.borrow().term;
-        tracing::info!(term, "leading: scheduling passes and ticks start");
-        lead(
+        let began = Instant::now();
+        let went = lead(
             &replica,
             timing,
             (&wake, &committed),
@@ -75,7 +96,30 @@ pub async fn run(
             &mut stats,
         )
         .await;
-        tracing::info!(term, ?stats, "no longer leading");
+        let lasted = began.elapsed();
+        let wait = pause.after(lasted);
+        if went == Term::Led {
+            tracing::info!(term, ?stats, "no longer leading");
+        } else if pause.failures().is_power_of_two() {
+            // The same refusal again and again: logged at 2, 4, 8, ... in a row.
+            tracing::warn!(
+                term,
+                in_a_row = pause.failures(),
+                "this replica seems to lead but its proposals are refused (cut off from its peers?); trying again every {:?} at most",
+                MOST_RETRY_PAUSE
+            );
+        }
+        if !leadership.borrow().is_self {
+            continue;
+        }
+        // Still "leading" as the watch sees it, yet the term ended: wait for a
+        // change or the pause, whichever comes first.
+        tokio::select! {
+            changed = leadership.changed() => if changed.is_err() { return },
+            changed = without_quorum.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
     }
 }
 
@@ -88,15 +132,19 @@ async fn lead(
     leadership: &mut watch::Receiver<corral_consensus::Leadership>,
     stop: &mut watch::Receiver<bool>,
     stats: &mut LeaderStats,
-) {
+) -> Term {
     // Before any plan: a replica of an older build stops here instead of
     // applying this build's entries by its own rules.
     let format = Command::StoredFormat {
         format: corral_state::snapshot::FORMAT_VERSION,
     };
     if let Err(NotLeading) = propose(replica, format).await {
-        return;
+        return Term::Refused;
     }
+    tracing::info!(
+        term = leadership.borrow().term,
+        "leading: scheduling passes and ticks start"
+    );
     let mut ticks = tokio::time::interval_at(Instant::now(), timing.tick_interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut passes = tokio::time::interval_at(Instant::now(), timing.schedule_interval);
@@ -107,10 +155,10 @@ async fn lead(
             _ = passes.tick() => Work::Pass,
             () = wake.notified() => Work::Pass,
             changed = leadership.changed() => {
-                if changed.is_err() || !leadership.borrow().is_self { return; }
+                if changed.is_err() || !leadership.borrow().is_self { return Term::Led; }
                 continue;
             }
-            _ = stop.changed() => return,
+            _ = stop.changed() => return Term::Led,
         };
         let outcome = match work {
             Work::Tick => {
@@ -145,11 +193,20 @@ async fn lead(
             }
         };
         match outcome {
-            Err(NotLeading) => return,
+            Err(NotLeading) => return Term::Led,
             // Plans start attempts and ticks end them: agents hear of it now.
             Ok(()) => committed.notify_waiters(),
         }
     }
+}
+
+/// How a term of leadership went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    /// Its first proposal was refused: it never began.
+    Refused,
+    /// It began, and has ended.
+    Led,
 }
 
 enum Work {

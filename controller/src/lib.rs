@@ -11,3 +11,4 @@ pub mod config;
 pub mod daemon;
 pub mod leader_loop;
 pub mod mail;
+pub mod retry_pause;

@@ -152,6 +152,25 @@ JobID           JobName  Partition    Account AllocGPUS      State ExitCode    E
         assert_eq!(out, expected);
     }
 
+    /// Slurm records an attempt that was preempted and requeued as PREEMPTED.
+    #[test]
+    fn an_attempt_preempted_and_requeued_shows_preempted() {
+        let opts = AcctOptions {
+            attempts: true,
+            columns: parse_fields("jobid,state").unwrap(),
+            ..AcctOptions::default()
+        };
+        let mut job = jobs(&scenario())[0].clone();
+        if let Some(end) = job.attempts[0].end.as_mut() {
+            end.cause = corral_state::job::EndCause::Preempted {
+                for_job: corral_state::JobId(9),
+            };
+        }
+        let out = acct_table(&[job], &ctx(), &opts);
+        assert!(out.contains("\n1#1           PREEMPTED \n"), "{out}");
+        assert!(out.contains("\n1#2             RUNNING \n"), "{out}");
+    }
+
     #[test]
     fn a_guide_format_with_steps_widths_and_gres() {
         let opts = AcctOptions {

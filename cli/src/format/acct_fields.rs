@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use corral_state::Timestamp;
-use corral_state::job::{Attempt, Job, JobState, StepRecord};
+use corral_state::job::{Attempt, EndCause, Job, JobState, StepRecord};
 use corral_state::slurm::duration::TimeLimit;
 use corral_state::slurm::memory::format_memory_mb;
 
@@ -263,6 +263,17 @@ fn cpus(attempt: &Attempt) -> u64 {
     attempt.allocation.iter().map(|n| u64::from(n.cpus)).sum()
 }
 
+/// An attempt's state as sacct shows a job record: how it ended, with an
+/// attempt preempted and requeued shown PREEMPTED (as Slurm records it), or
+/// the job's state while it lasts.
+fn attempt_state(job: &Job, attempt: &Attempt) -> JobState {
+    match &attempt.end {
+        Some(end) if matches!(end.cause, EndCause::Preempted { .. }) => JobState::Preempted,
+        Some(end) => end.state,
+        None => job.state,
+    }
+}
+
 /// The batch step's state: how its shell ended, or the job's state while it runs.
 fn batch_state(job: &Job, attempt: &Attempt) -> JobState {
     match &attempt.batch_exit {
@@ -452,12 +463,7 @@ fn record_value(field: AcctField, row: Record<'_>, ctx: &AcctContext) -> Option<
         F::State => match row {
             Record::Job(job) => job.state.slurm_name().to_string(),
             Record::Batch(job, a) => batch_state(job, a).slurm_name().to_string(),
-            Record::Attempt(job, a) => a
-                .end
-                .as_ref()
-                .map_or(job.state, |end| end.state)
-                .slurm_name()
-                .to_string(),
+            Record::Attempt(job, a) => attempt_state(job, a).slurm_name().to_string(),
         },
         F::Submit => format_timestamp(job.submitted_at),
         F::Timelimit => job_only(match job.time_limit {
