@@ -45,6 +45,12 @@ impl RetryPause {
         pause
     }
 
+    /// Something succeeded: the next pause is `first` again.
+    pub fn reset(&mut self) {
+        self.next = self.first;
+        self.failures = 0;
+    }
+
     /// Attempts in a row that ended before `healthy_after` (for logs: a
     /// repeated failure is logged with its count, not once per turn).
     pub fn failures(&self) -> u64 {
@@ -75,6 +81,16 @@ mod tests {
         assert_eq!(pause.after(10_000 * MS), 100 * MS);
         assert_eq!(pause.after(MS), 200 * MS);
         assert_eq!(pause.failures(), 2);
+    }
+
+    #[test]
+    fn a_reset_starts_the_pauses_over() {
+        let mut pause = RetryPause::new(100 * MS, 2_000 * MS, Duration::MAX);
+        pause.after(MS);
+        pause.after(MS);
+        pause.reset();
+        assert_eq!(pause.failures(), 0);
+        assert_eq!(pause.after(MS), 100 * MS);
     }
 
     /// However many turns, the total time waited grows with them: a loop that

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::clock;
+use crate::retry_pause::RetryPause;
 
 /// When each node was last heard from (this term), and which nodes have been
 /// silent for a few heartbeats.
@@ -167,10 +168,20 @@ pub async fn monitor(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
+    let without_quorum = replica.leads_without_quorum();
     // The term this replica leads in, and since when (a lost and regained
     // leadership is a new term even if the watch coalesced the changes).
     let mut leading: Option<(u64, Instant)> = None;
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
+    // After a declaration that did not commit, the next waits a pause that
+    // doubles: a leader that cannot commit does not propose (and log) the
+    // same declarations four times a second.
+    let mut pause = RetryPause::new(
+        Duration::from_millis(500),
+        Duration::from_secs(8),
+        Duration::MAX,
+    );
+    let mut next_try = Instant::now();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
@@ -219,7 +230,9 @@ pub async fn monitor(
         );
         heartbeats.mark_not_responding(quiet.into_iter().map(|(node, _)| node).collect());
         let silent = silent_nodes(&up, |node| heartbeats.last(node), since, now, down_after);
-        if silent.is_empty() {
+        // A leader no quorum acknowledges cannot commit a declaration (and
+        // may be the one cut off): it declares nothing until a quorum answers.
+        if silent.is_empty() || *without_quorum.borrow() || now < next_try {
             continue;
         }
         // Every due node in one proposal: a slow commit for one node must not
@@ -244,6 +257,7 @@ pub async fn monitor(
             .collect();
         match replica.propose_all(commands).await {
             Ok(results) => {
+                pause.reset();
                 for ((node, _), result) in silent.iter().zip(results) {
                     match result {
                         Ok(_) => heartbeats.beat(node),
@@ -253,7 +267,14 @@ pub async fn monitor(
                     }
                 }
             }
-            Err(e) => tracing::warn!("node down not committed: {e}"),
+            Err(e) => {
+                let wait = pause.after(Duration::ZERO);
+                next_try = Instant::now() + wait;
+                tracing::warn!(
+                    in_a_row = pause.failures(),
+                    "node down not committed: {e}; trying again in {wait:?}"
+                );
+            }
         }
     }
 }
