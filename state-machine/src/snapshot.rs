@@ -3,8 +3,10 @@
 //! them, so a truncated or corrupted snapshot is refused, never half-loaded.
 //!
 //! Format 2 added fields to jobs' requests, and format 3 more. Format 4 (this
-//! build) changed no shape, only a rule: a batch script that ends while its
-//! preemption notice runs ends the attempt as preempted, not as its own exit.
+//! build) changed no shape, only rules: a batch script that ends while its
+//! preemption notice runs ends the attempt as preempted, not as its own exit;
+//! and a script that failed while a node of its allocation had not confirmed
+//! its processes gone ends as that node's failure once the node is lost.
 //! The number is what the leader's [`crate::command::Command::StoredFormat`]
 //! entry names, so that a format-3 replica stops there instead of applying
 //! those entries by the old rule; a format-3 snapshot is read as it is. A

@@ -244,6 +244,83 @@ fn an_attempt_its_agent_lost_fails_over_and_is_requeued_once() {
     check_invariants(&s);
 }
 
+/// A rank's agent dies as the job starts; `srun` fails and the batch script
+/// exits 143 before the node is declared down. The node's loss, not the job,
+/// ended the attempt: it is requeued (Slurm: NODE_FAIL, requeued). A script
+/// that succeeded, or a node that had confirmed its processes gone, keeps the
+/// script's own verdict.
+#[test]
+fn a_failed_script_whose_unreleased_node_is_then_lost_is_requeued_as_a_node_failure() {
+    let node_down = |node: &str, at_s| Command::NodeDown {
+        node: node.into(),
+        reason: "no heartbeat from its agent".into(),
+        by: admin(),
+        at: at(at_s),
+    };
+    let batch_exit = |id, node: &str, code, at_s| Command::BatchExited {
+        job: id,
+        attempt: 1,
+        node: node.into(),
+        status: exit(code),
+        at: at(at_s),
+    };
+    // The script failed while the second node was silent: requeued.
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    ok(&mut s, batch_exit(id, &nodes[0], 143, 6));
+    assert_eq!(s.job(id).unwrap().state, JobState::Completing);
+    ok(&mut s, node_down(&nodes[1], 16));
+    let job = s.job(id).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.requeue_count, 1);
+    assert!(matches!(
+        &job.attempts[0].end.as_ref().unwrap().cause,
+        EndCause::NodeFailure { node, .. } if node == &nodes[1]
+    ));
+    check_invariants(&s);
+    // The same through the restarted agent's report that it lost the rank.
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    ok(&mut s, batch_exit(id, &nodes[0], 143, 6));
+    ok(&mut s, lost(id, 1, &nodes[1], 20));
+    assert_eq!(s.job(id).unwrap().state, JobState::Pending);
+    // A script that succeeded keeps its success.
+    let mut s = cluster(2, 8);
+    let id = submit(&mut s, spec("alice", 2, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    ok(&mut s, batch_exit(id, &nodes[0], 0, 6));
+    ok(&mut s, node_down(&nodes[1], 16));
+    assert_eq!(s.job(id).unwrap().state, JobState::Completed);
+    // A node that had released before it was lost is not to blame.
+    let mut s = cluster(3, 8);
+    let id = submit(&mut s, spec("alice", 3, 8), at(0));
+    let nodes = start(&mut s, id, at(1));
+    ok(&mut s, batch_exit(id, &nodes[0], 1, 6));
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[1].clone(),
+            at: at(7),
+        },
+    );
+    ok(&mut s, node_down(&nodes[1], 16));
+    ok(
+        &mut s,
+        Command::NodeReleased {
+            job: id,
+            attempt: 1,
+            node: nodes[2].clone(),
+            at: at(17),
+        },
+    );
+    assert_eq!(s.job(id).unwrap().state, JobState::Failed);
+    check_invariants(&s);
+}
+
 fn application_xid(job: corral_state::JobId, attempt: u32, node: &str, gpu: u32) -> Command {
     Command::ApplicationXid {
         job,

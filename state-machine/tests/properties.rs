@@ -714,13 +714,26 @@ fn run(ops: &[Op]) -> (ClusterState, Vec<Command>) {
             }
         }
         // An attempt whose own batch exit ended it is never requeued,
-        // whatever comes after (a late loss report, a node going down).
+        // whatever comes after, unless the script failed and what comes
+        // after is the loss of a node that had not confirmed the attempt's
+        // processes gone (the failure was the node's: requeued as a node
+        // failure).
+        let lost_node = match &command {
+            Command::NodeDown { node, .. }
+            | Command::AttemptLost { node, .. }
+            | Command::RegisterNode { node, .. } => Some(node),
+            _ => None,
+        };
         for job in before.jobs().values() {
             let exited = job.live_attempt().is_some_and(|a| {
                 a.batch_exit.is_some()
-                    && a.ending
-                        .as_ref()
-                        .is_some_and(|e| matches!(e.cause, corral_state::job::EndCause::Exited(_)))
+                    && a.ending.as_ref().is_some_and(|e| match &e.cause {
+                        corral_state::job::EndCause::Exited(status) => {
+                            status.is_success()
+                                || lost_node.is_none_or(|n| !e.unreleased.contains(n))
+                        }
+                        _ => false,
+                    })
             });
             if exited && let Some(after) = state.job(job.id) {
                 assert_eq!(

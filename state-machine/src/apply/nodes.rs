@@ -148,8 +148,35 @@ fn end_on_node_loss(
             };
             begin_ending(state, job, cause, &[node], now);
         }
-        JobState::Completing => release_node(state, job, node),
+        JobState::Completing => {
+            blame_node_loss(state, job, node, reason);
+            release_node(state, job, node);
+        }
         _ => {}
+    }
+}
+
+/// An attempt whose batch script failed while `node` of its allocation had
+/// not yet confirmed its processes gone, and `node` is now lost: the failure
+/// is the node's (a step's task there vanished, and `srun` and the script
+/// failed with it), not the job's. The attempt ends as a node failure, so the
+/// job is requeued from its checkpoint where it may be, as Slurm ends such a
+/// job NODE_FAIL. A script that succeeded keeps its success.
+fn blame_node_loss(state: &mut ClusterState, job: JobId, node: &str, reason: &str) {
+    let Some(ending) = state
+        .jobs
+        .get_mut(&job)
+        .and_then(|j| j.attempts.last_mut())
+        .and_then(|a| a.ending.as_mut())
+    else {
+        return;
+    };
+    let failed_exit = matches!(&ending.cause, EndCause::Exited(status) if !status.is_success());
+    if failed_exit && ending.unreleased.contains(node) {
+        ending.cause = EndCause::NodeFailure {
+            node: node.to_string(),
+            reason: reason.to_string(),
+        };
     }
 }
 
