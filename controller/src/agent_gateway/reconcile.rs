@@ -174,11 +174,13 @@ pub fn lost_attempts(
 }
 
 /// Signals the attempt should have received by `now` on `node`, in order, and
-/// which of its processes each reaches. A preemption notice is Slurm's:
-/// SIGCONT, then SIGTERM, to all of them; where the leader sent the job's own
-/// `--signal` instead of SIGTERM (`preempt_send_user_signal`), that signal
-/// reaches what `--signal` names. `--signal=SIG` near the time limit reaches
-/// the steps' tasks, `--signal=B:SIG` only the batch shell (as in Slurm).
+/// which of its processes each reaches. A preemption notice is Slurm 22.05's:
+/// SIGCONT, then SIGTERM, to the steps' tasks only (slurmctld signals with
+/// `KILL_STEPS_ONLY`: the batch shell hears nothing until the grace is over);
+/// where the leader sent the job's own `--signal` instead of SIGTERM
+/// (`preempt_send_user_signal`), SIGCONT and that signal reach what
+/// `--signal` names. `--signal=SIG` near the time limit reaches the steps'
+/// tasks, `--signal=B:SIG` only the batch shell (as in Slurm).
 fn signals_due(
     job: &Job,
     attempt: &Attempt,
@@ -187,8 +189,11 @@ fn signals_due(
 ) -> Vec<(Signal, SignalScope)> {
     let mut due = Vec::new();
     if let Some(notice) = &attempt.preemption {
-        due.push((Signal::CONT, SignalScope::Full));
-        due.push((notice.signal, notice_scope(job, notice.signal)));
+        let scope = notice_scope(job, notice.signal);
+        if node_is_reached(attempt, node, scope) {
+            due.push((Signal::CONT, scope));
+            due.push((notice.signal, scope));
+        }
     }
     if let (Some(spec), TimeLimit::Seconds(limit)) = (&job.spec.signal, job.time_limit) {
         let batch_host = attempt.batch_host() == Some(node);
@@ -209,20 +214,20 @@ fn signals_due(
     due
 }
 
-/// Which processes a preemption notice of `signal` reaches: SIGTERM (Slurm's
-/// notice) reaches all of them; the job's own `--signal`, sent in its place,
-/// what `--signal` names (`B:`: the batch shell; else the steps' tasks).
+/// Which processes a preemption notice of `signal` reaches: the steps' tasks,
+/// as Slurm's SIGTERM notice; the job's own `--signal=B:SIG`, sent in its
+/// place, the batch shell.
 fn notice_scope(job: &Job, signal: Signal) -> SignalScope {
     match &job.spec.signal {
-        Some(spec) if signal != Signal::TERM && spec.signal == signal => {
-            if spec.batch_only {
-                SignalScope::Batch
-            } else {
-                SignalScope::Steps
-            }
-        }
-        _ => SignalScope::Full,
+        Some(spec) if spec.batch_only && spec.signal == signal => SignalScope::Batch,
+        _ => SignalScope::Steps,
     }
+}
+
+/// Whether a signal of `scope` has anything to reach on `node`: the batch
+/// shell runs on the batch host only; steps' tasks may run on any node.
+fn node_is_reached(attempt: &Attempt, node: &str, scope: SignalScope) -> bool {
+    scope.includes_steps() || attempt.batch_host() == Some(node)
 }
 
 #[cfg(test)]
@@ -344,10 +349,10 @@ mod tests {
         assert!(reconcile(&s, &nodes[0], &memory, at(551)).is_empty());
     }
 
-    /// A preemption notice is Slurm's: SIGCONT then SIGTERM to every process
-    /// of the attempt, once; with the job's own `--signal` as the notice
-    /// (`preempt_send_user_signal`), SIGCONT then that signal to what
-    /// `--signal` names.
+    /// A preemption notice is Slurm's: SIGCONT then SIGTERM to the steps'
+    /// tasks (not the batch shell), once; with the job's own `--signal` as
+    /// the notice (`preempt_send_user_signal`), SIGCONT then that signal to
+    /// what `--signal` names.
     #[test]
     fn a_preemption_notice_is_sigcont_then_the_notice_signal_once() {
         use corral_state::command::PlannedPreemption;
@@ -395,22 +400,25 @@ mod tests {
         assert_eq!(
             due,
             vec![
-                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Full),
-                Instruction::Signal((id, 1), Signal::TERM, SignalScope::Full),
+                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Steps),
+                Instruction::Signal((id, 1), Signal::TERM, SignalScope::Steps),
             ]
         );
         let (id, due) = notice(Signal::USR2, true);
         assert_eq!(
             due,
             vec![
-                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Full),
+                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Batch),
                 Instruction::Signal((id, 1), Signal::USR2, SignalScope::Batch),
             ]
         );
         let (id, due) = notice(Signal::USR2, false);
         assert_eq!(
-            due[1],
-            Instruction::Signal((id, 1), Signal::USR2, SignalScope::Steps)
+            due,
+            vec![
+                Instruction::Signal((id, 1), Signal::CONT, SignalScope::Steps),
+                Instruction::Signal((id, 1), Signal::USR2, SignalScope::Steps),
+            ]
         );
     }
 }
