@@ -290,6 +290,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         }
         self.roundtrip(Method::AppendEntries, &rpc, option.hard_ttl())
             .await
+            .map_err(paced)
     }
 
     async fn vote(
@@ -298,7 +299,9 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<VoteResponse<ReplicaId>, RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId>>>
     {
-        self.roundtrip(Method::Vote, &rpc, option.hard_ttl()).await
+        self.roundtrip(Method::Vote, &rpc, option.hard_ttl())
+            .await
+            .map_err(paced)
     }
 
     async fn install_snapshot(
@@ -311,6 +314,21 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
     > {
         self.roundtrip(Method::InstallSnapshot, &rpc, option.hard_ttl())
             .await
+    }
+}
+
+/// An AppendEntries or Vote that failed at once for a reason no retry soon
+/// mends (the peer's Raft stopped on a fatal error, refused our certificate,
+/// or cannot read our messages) as `Unreachable`: openraft retries only
+/// those after its backoff ([`UNREACHABLE_RETRY`]); any other error it
+/// retries at once, as fast as the peer answers, for as long as it lasts.
+fn paced(
+    error: RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId>>,
+) -> RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId>> {
+    match error {
+        RPCError::RemoteError(remote) => RPCError::Unreachable(Unreachable::new(&remote)),
+        RPCError::Network(network) => RPCError::Unreachable(Unreachable::new(&network)),
+        other => other,
     }
 }
 
@@ -336,6 +354,22 @@ fn entries_within_budget(rpc: &AppendEntriesRequest<TypeConfig>) -> Option<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peer whose Raft stopped answers every AppendEntries at once: that
+    /// answer must come back as `Unreachable`, the one error openraft
+    /// retries only after its backoff, so the leader does not resend as fast
+    /// as the peer answers. A too-large payload keeps its own meaning.
+    #[test]
+    fn immediate_refusals_are_paced_like_an_unreachable_peer() {
+        let fatal: RaftError<ReplicaId> = RaftError::Fatal(openraft::error::Fatal::Panicked);
+        let remote = RPCError::RemoteError(RemoteError::new(2, fatal));
+        assert!(matches!(paced(remote), RPCError::Unreachable(_)));
+        let refused = tonic::Status::permission_denied("not a controller");
+        let network = RPCError::Network(NetworkError::new(&refused));
+        assert!(matches!(paced(network), RPCError::Unreachable(_)));
+        let large = RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(1));
+        assert!(matches!(paced(large), RPCError::PayloadTooLarge(_)));
+    }
 
     #[tokio::test]
     async fn one_channel_per_replica_and_a_new_address_replaces_the_old() {

@@ -30,8 +30,8 @@ pub struct PlanningLimits {
 /// Leave to plan; dropped when the planning is done.
 #[derive(Debug)]
 pub struct PlanningPermit {
-    _user: OwnedSemaphorePermit,
-    _global: OwnedSemaphorePermit,
+    _user: Option<OwnedSemaphorePermit>,
+    _global: Option<OwnedSemaphorePermit>,
 }
 
 impl PlanningPermit {
@@ -95,17 +95,9 @@ impl PlanningLimits {
             )
         };
         // Neither semaphore is ever closed, so acquiring cannot fail; a closed
-        // one would only mean no limit.
-        let user_permit = loop {
-            if let Ok(permit) = Arc::clone(&turn).acquire_owned().await {
-                break permit;
-            }
-        };
-        let global_permit = loop {
-            if let Ok(permit) = Arc::clone(&self.global).acquire_owned().await {
-                break permit;
-            }
-        };
+        // one would only mean no limit (never a loop that asks again at once).
+        let user_permit = Arc::clone(&turn).acquire_owned().await.ok();
+        let global_permit = Arc::clone(&self.global).acquire_owned().await.ok();
         PlanningPermit {
             _user: user_permit,
             _global: global_permit,

@@ -68,6 +68,24 @@ fn round_pause(failed_rounds: u32) -> Duration {
     Duration::from_millis((50u64 << failed_rounds.min(5)).min(1_000))
 }
 
+/// A session shorter than this ended at once (refused, or its first frames
+/// failed): the next attach waits as after a round without a leader.
+const SHORT_SESSION: Duration = Duration::from_secs(5);
+
+/// Pause before attaching again after a session that lasted `lasted`, the
+/// `short_in_a_row`-th short one in a row (0 after a session that lasted):
+/// none after a real session (a failover reattaches at once), and after
+/// sessions that end as soon as they begin, [`round_pause`]'s growing pause,
+/// so an agent the leader keeps turning away does not reconnect (and
+/// re-register through Raft) as fast as it can.
+fn pause_after_session(lasted: Duration, short_in_a_row: u32) -> Duration {
+    if lasted >= SHORT_SESSION {
+        Duration::ZERO
+    } else {
+        round_pause(short_in_a_row)
+    }
+}
+
 /// Up to `jitter`, at random.
 fn random_pause(jitter: Duration) -> Duration {
     let ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
@@ -96,6 +114,7 @@ pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: Lin
     };
     let mut hints: Vec<String> = Vec::new();
     let mut failed_rounds = 0u32;
+    let mut short_sessions = 0u32;
     let mut last_reason = String::new();
     loop {
         let hello = AgentMessage::Hello {
@@ -110,9 +129,17 @@ pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: Lin
             discovery::Outcome::Attached(attached) => {
                 failed_rounds = 0;
                 last_reason.clear();
+                let began = tokio::time::Instant::now();
                 let ended = session::serve(attached, &parts).await;
                 hints = ended.leader_hint().into_iter().collect();
-                tokio::time::sleep(random_pause(settings.reattach_jitter)).await;
+                let lasted = began.elapsed();
+                let pause = pause_after_session(lasted, short_sessions);
+                short_sessions = if lasted >= SHORT_SESSION {
+                    0
+                } else {
+                    short_sessions.saturating_add(1)
+                };
+                tokio::time::sleep(pause + random_pause(settings.reattach_jitter)).await;
             }
             discovery::Outcome::NoLeader {
                 hints: found,
@@ -144,5 +171,15 @@ mod tests {
         assert_eq!(round_pause(u32::MAX), Duration::from_millis(1_000));
         assert!(random_pause(Duration::from_millis(100)) <= Duration::from_millis(100));
         assert_eq!(random_pause(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn sessions_that_end_at_once_back_off_and_a_real_one_reattaches_at_once() {
+        let long = SHORT_SESSION;
+        let short = Duration::from_millis(30);
+        assert_eq!(pause_after_session(long, 7), Duration::ZERO);
+        assert_eq!(pause_after_session(short, 0), Duration::from_millis(50));
+        assert_eq!(pause_after_session(short, 3), Duration::from_millis(400));
+        assert_eq!(pause_after_session(short, 40), Duration::from_secs(1));
     }
 }
