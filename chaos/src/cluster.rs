@@ -80,19 +80,25 @@ pub struct Deployment {
 
 impl Cluster {
     /// `corral local up` in `dir` (which must not hold a running cluster),
-    /// on `network`.
+    /// on `network`; with `site`, the cluster that file defines (`--config`:
+    /// it must define `nodes` nodes `gpu01`...).
     pub fn up(
         corral: &Path,
         dir: &Path,
         (controllers, nodes): (u32, u32),
         network: LocalNetwork,
+        site: Option<&Path>,
     ) -> anyhow::Result<Cluster> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let shape: Vec<std::ffi::OsString> = match site {
+            Some(file) => vec!["--config".into(), file.into()],
+            None => vec!["--nodes".into(), nodes.to_string().into()],
+        };
         let out = Command::new(corral)
             .args(["--json", "local", "up", "--dir"])
             .arg(dir)
             .args(["--controllers", &controllers.to_string()])
-            .args(["--nodes", &nodes.to_string()])
+            .args(shape)
             .args(match network {
                 LocalNetwork::Netns => Some("--netns"),
                 LocalNetwork::Proxy => Some("--fault-proxy"),

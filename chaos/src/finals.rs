@@ -1,6 +1,7 @@
 //! The cluster's records at the end of a run, as `Final` events: every job
 //! with its attempts (allocation, start, end and its cause) and the GPU time
-//! charged, read with `corral --json queue -t all`.
+//! charged, read with `corral --json queue -t all`; and each attempt's
+//! preemption notice (`PreemptionNotice`: for which job, the deadline).
 
 use std::time::Duration;
 
@@ -11,8 +12,16 @@ use crate::cluster::Cluster;
 use crate::recorder::Recorder;
 use crate::workload::slurm_state;
 
+/// The records read at the end.
+pub struct Finals {
+    /// Every job.
+    pub jobs: Vec<FinalJob>,
+    /// `PreemptionNotice` events: the attempts told they were preempted.
+    pub preemptions: Vec<EventKind>,
+}
+
 /// Every job's record, read now.
-pub fn read(cluster: &Cluster, recorder: &Recorder) -> anyhow::Result<Vec<FinalJob>> {
+pub fn read(cluster: &Cluster, recorder: &Recorder) -> anyhow::Result<Finals> {
     let out = cluster.corral(&["--json", "queue", "-t", "all"], Duration::from_secs(60))?;
     if !out.status.success() {
         anyhow::bail!(
@@ -22,19 +31,51 @@ pub fn read(cluster: &Cluster, recorder: &Recorder) -> anyhow::Result<Vec<FinalJ
     }
     let jobs: serde_json::Value =
         serde_json::from_slice(&out.stdout).context("reading corral queue -t all")?;
-    jobs.as_array()
-        .context("corral queue -t all did not list jobs")?
-        .iter()
-        .map(|job| final_job(job, recorder))
-        .collect()
+    let list = jobs
+        .as_array()
+        .context("corral queue -t all did not list jobs")?;
+    Ok(Finals {
+        jobs: list
+            .iter()
+            .map(|job| final_job(job, recorder))
+            .collect::<anyhow::Result<_>>()?,
+        preemptions: list
+            .iter()
+            .flat_map(|job| preemptions(job, recorder))
+            .collect(),
+    })
 }
 
 /// Records them, all at the time of the reading.
-pub fn record(recorder: &Recorder, jobs: Vec<FinalJob>) {
+pub fn record(recorder: &Recorder, finals: Finals) {
     let t = recorder.now();
-    for job in jobs {
+    for job in finals.jobs {
         recorder.record_at(t, EventKind::Final(job));
     }
+    for preemption in finals.preemptions {
+        recorder.record_at(t, preemption);
+    }
+}
+
+/// The preemption notices of a job's attempts.
+fn preemptions(job: &serde_json::Value, recorder: &Recorder) -> Vec<EventKind> {
+    let Some(id) = job["id"].as_u64() else {
+        return Vec::new();
+    };
+    job["attempts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|attempt| {
+            let notice = &attempt["preemption"];
+            Some(EventKind::PreemptionNotice {
+                job: id,
+                attempt: attempt["number"].as_u64()? as u32,
+                for_job: notice["for_job"].as_u64()?,
+                deadline: recorder.run_time_of_wall(notice["deadline"].as_u64()?),
+            })
+        })
+        .collect()
 }
 
 fn final_job(job: &serde_json::Value, recorder: &Recorder) -> anyhow::Result<FinalJob> {

@@ -15,8 +15,11 @@ mod control;
 mod disk_stall;
 mod finals;
 mod nemesis;
+mod preemption_watch;
+mod preemptors;
 mod recorder;
 mod scenario;
+mod site;
 mod trainer;
 mod workload;
 
@@ -274,12 +277,24 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         "corral-chaos: scenario {} (seed {}): {}",
         scenario.name, args.seed, scenario.about
     );
+    let site = if scenario.preemption {
+        if args.cluster.is_some() {
+            anyhow::bail!(
+                "scenario {} needs a cluster set up for preemption (site.rs): on a local cluster only",
+                scenario.name
+            );
+        }
+        Some(site::write(&out, args.nodes)?)
+    } else {
+        None
+    };
     let cluster = match &args.cluster {
         None => Cluster::up(
             &corral,
             &out.join("cluster"),
             (args.controllers, args.nodes),
             args.network.resolve(),
+            site.as_deref(),
         )?,
         Some(addresses) => {
             let given = |value: &Option<PathBuf>, flag: &str| {
@@ -314,6 +329,7 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         lease_ms: LEASE_MS,
         liveness_bound_ms: args.liveness_s * 1000,
         clock_tolerance_ms: 500,
+        preemption: scenario.preemption.then_some(site::TIMES),
     });
     let shared = workload::Shared {
         cluster: &cluster,
@@ -328,15 +344,21 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
     let observer_stop = AtomicBool::new(false);
     let load = workload::Workload {
         clients: args.clients,
-        pace: Duration::from_millis(1500),
+        // Slower where urgent gangs take most GPUs every few seconds: the
+        // same pace would queue more than the cluster can run.
+        pace: Duration::from_millis(if scenario.preemption { 2500 } else { 1500 }),
         seed: args.seed,
         gpus_per_node: 4,
         long_pct: args.long_pct.min(100),
+        preemption: scenario.preemption,
     };
     let drained = std::thread::scope(|outer| {
         outer.spawn(|| observe_leaders(&cluster, &recorder, &observer_stop));
         std::thread::scope(|scope| {
             scope.spawn(|| workload::run(load, &shared));
+            if scenario.preemption {
+                scope.spawn(|| preemptors::run(args.clients, args.seed, &shared));
+            }
             let faults = scope.spawn(|| {
                 nemesis::run(
                     &cluster,

@@ -65,6 +65,12 @@ pub enum Fault {
     XidCritical,
     /// XID 13 (an application error): the job is requeued, the GPU stays.
     XidApplication,
+    /// Wait for a preemption to begin (a fresh notice), then SIGKILL the
+    /// leader; start it again after two seconds.
+    KillLeaderAtPreemption,
+    /// Wait for a preemption to begin, then SIGKILL the agent of one of the
+    /// victim's nodes; start it again after three seconds.
+    KillVictimAgentAtPreemption,
 }
 
 impl Fault {
@@ -88,6 +94,8 @@ impl Fault {
             Fault::StallLeaderDisk(s) => format!("stall-leader-disk-{s}s"),
             Fault::XidCritical => "xid-79".into(),
             Fault::XidApplication => "xid-13".into(),
+            Fault::KillLeaderAtPreemption => "kill-leader-at-preemption".into(),
+            Fault::KillVictimAgentAtPreemption => "kill-victim-agent-at-preemption".into(),
         }
     }
 }
@@ -128,9 +136,11 @@ impl Fault {
             ));
         }
         let needs: &[&str] = match self {
-            Fault::KillLeader | Fault::KillController | Fault::KillAllControllers => {
-                &["kill-controller", "start-controller"]
-            }
+            Fault::KillLeader
+            | Fault::KillController
+            | Fault::KillAllControllers
+            | Fault::KillLeaderAtPreemption => &["kill-controller", "start-controller"],
+            Fault::KillVictimAgentAtPreemption => &["kill-agent", "start-agent"],
             Fault::RestartController => &["stop-controller", "start-controller"],
             Fault::PauseLeader(_) => &["pause-controller", "resume-controller"],
             Fault::KillAgent => &["kill-agent", "start-agent"],
@@ -304,6 +314,29 @@ fn inject(
             begin(&target);
             hold_fault(
                 (|| control.act(Act::Kill, &target), secs(2)),
+                || control.act(Act::Start, &target),
+                healed,
+            )
+        }
+        Fault::KillLeaderAtPreemption | Fault::KillVictimAgentAtPreemption => {
+            let victim =
+                crate::preemption_watch::next(cluster, crate::site::TIMES.grace_ms, secs(20))
+                    .map_err(Injection::Skipped)?;
+            let (target, cut_off, hold) = if fault == Fault::KillLeaderAtPreemption {
+                (leader()?, Vec::new(), secs(2))
+            } else {
+                let pick = rng.random_range(0..victim.nodes.len().max(1));
+                let node = victim
+                    .nodes
+                    .get(pick)
+                    .cloned()
+                    .with_context(|| format!("preempted job {} has no node", victim.job))
+                    .map_err(Injection::Skipped)?;
+                (format!("agent-{node}"), vec![node], secs(3))
+            };
+            begin_cutting(&target, cut_off);
+            hold_fault(
+                (|| control.act(Act::Kill, &target), hold),
                 || control.act(Act::Start, &target),
                 healed,
             )

@@ -13,6 +13,9 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Time between one fault's heal and the next fault.
     pub interval: Duration,
+    /// Whether it runs on the preemption site (`site.rs`), with urgent gangs
+    /// arriving and trainers that trap or ignore the notice.
+    pub preemption: bool,
 }
 
 /// Every scenario, in the order `corral-chaos list` prints them.
@@ -22,6 +25,11 @@ pub fn all() -> Vec<Scenario> {
         about,
         faults,
         interval: Duration::from_secs(secs),
+        preemption: false,
+    };
+    let preempting = |name, about, faults: Vec<Fault>, secs| Scenario {
+        preemption: true,
+        ..s(name, about, faults, secs)
     };
     vec![
         s(
@@ -136,6 +144,21 @@ pub fn all() -> Vec<Scenario> {
                 Fault::XidApplication,
             ],
             5,
+        ),
+        preempting(
+            "preempt",
+            "urgent-tier and high-QOS gangs preempt running trainers (some trap the notice and checkpoint, some ignore it and are killed), no other fault",
+            vec![],
+            10,
+        ),
+        preempting(
+            "preempt-faults",
+            "as preempt, with a fault right as a preemption begins: the leader killed, or a victim's agent",
+            vec![
+                Fault::KillLeaderAtPreemption,
+                Fault::KillVictimAgentAtPreemption,
+            ],
+            2,
         ),
     ]
 }

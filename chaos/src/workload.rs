@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::Cluster;
 use crate::recorder::Recorder;
-use crate::trainer;
+use crate::trainer::{self, OnNotice};
 
 /// What the clients do.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +31,9 @@ pub struct Workload {
     /// Percent of trainers that run 20-25 s instead of 3-9 s (long enough
     /// to outlive a node's down declaration).
     pub long_pct: u32,
+    /// Whether trainers answer a preemption notice (seeded: about half
+    /// trap it and checkpoint, the rest ignore it or die of it).
+    pub preemption: bool,
 }
 
 /// What the clients share.
@@ -157,14 +160,39 @@ fn submit(workload: Workload, process: u32, op: u64, rng: &mut StdRng, shared: &
     } else {
         rng.random_range(30..=90)
     };
+    // Drawn only where it matters: other scenarios keep their sequence.
+    let on_notice = if workload.preemption {
+        match rng.random_range(0..10) {
+            0..=4 => OnNotice::Checkpoint,
+            5..=8 => OnNotice::Ignore,
+            _ => OnNotice::Die,
+        }
+    } else {
+        OnNotice::Die
+    };
     let script = trainer::batch_script(
         &name,
         (nodes, gpus),
         (steps, 10),
         &shared.run_dir,
-        shared.cluster.job_path.as_deref(),
-        &shared.cluster.job_corral,
+        (
+            shared.cluster.job_path.as_deref(),
+            &shared.cluster.job_corral,
+        ),
+        (on_notice, &[]),
     );
+    submit_script(shared, (process, op), &name, (nodes, gpus), &script);
+}
+
+/// Submits `script` (job `name`, `nodes` x `gpus`) as operation `op` of
+/// client `process`, recording it, and remembers the job made.
+pub fn submit_script(
+    shared: &Shared<'_>,
+    (process, op): (u32, u64),
+    name: &str,
+    (nodes, gpus): (u32, u32),
+    script: &str,
+) {
     let path = shared.run_dir.join("scripts").join(format!("{name}.sh"));
     if let Err(e) = std::fs::write(&path, script) {
         eprintln!("corral-chaos: cannot write {}: {e}", path.display());
@@ -172,7 +200,7 @@ fn submit(workload: Workload, process: u32, op: u64, rng: &mut StdRng, shared: &
     }
     let call = Call::Submit {
         key: format!("cli-{op}"),
-        name,
+        name: name.to_string(),
         nodes,
         gpus_per_node: gpus,
     };

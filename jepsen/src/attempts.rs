@@ -23,8 +23,12 @@ pub struct Rank {
     /// When it recorded its end, and with which status (`None`: it recorded
     /// none: it was killed, or still ran when the run ended).
     pub exited: Option<(u64, i32)>,
-    /// The last sign of life: its start, a step, or its exit.
+    /// The last sign of life: its start, a step, a preemption notice heard,
+    /// or its exit.
     pub last_seen: u64,
+    /// When it heard a preemption notice, and whether it ran on (the first
+    /// it heard).
+    pub notice: Option<(u64, bool)>,
 }
 
 /// One attempt, as observed.
@@ -49,6 +53,15 @@ impl ObservedAttempt {
     }
 }
 
+/// A preemption of an attempt, as the cluster recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preemption {
+    /// The job the resources went to.
+    pub for_job: u64,
+    /// The end of the grace, on the run's clock.
+    pub deadline: u64,
+}
+
 /// Every observed attempt, and the final records.
 #[derive(Debug, Clone, Default)]
 pub struct Attempts {
@@ -56,6 +69,8 @@ pub struct Attempts {
     pub observed: BTreeMap<AttemptKey, ObservedAttempt>,
     /// The cluster's records at the end, by job id.
     pub finals: BTreeMap<u64, FinalJob>,
+    /// The attempts the cluster preempted.
+    pub preemptions: BTreeMap<AttemptKey, Preemption>,
 }
 
 impl Attempts {
@@ -84,6 +99,7 @@ impl Attempts {
                             resumed_from: *resumed_from,
                             exited: None,
                             last_seen: event.t,
+                            notice: None,
                         },
                     );
                 }
@@ -113,6 +129,36 @@ impl Attempts {
                     {
                         r.last_seen = r.last_seen.max(event.t);
                     }
+                }
+                EventKind::Notice {
+                    job,
+                    attempt,
+                    rank,
+                    ignored,
+                    ..
+                } => {
+                    if let Some(r) = view
+                        .observed
+                        .get_mut(&(*job, *attempt))
+                        .and_then(|a| a.ranks.get_mut(rank))
+                    {
+                        r.last_seen = r.last_seen.max(event.t);
+                        r.notice.get_or_insert((event.t, *ignored));
+                    }
+                }
+                EventKind::PreemptionNotice {
+                    job,
+                    attempt,
+                    for_job,
+                    deadline,
+                } => {
+                    view.preemptions.insert(
+                        (*job, *attempt),
+                        Preemption {
+                            for_job: *for_job,
+                            deadline: *deadline,
+                        },
+                    );
                 }
                 EventKind::BatchExit {
                     job,

@@ -33,6 +33,21 @@ pub struct Header {
     pub liveness_bound_ms: u64,
     /// Clock resolution and skew allowed between the runner and the jobs.
     pub clock_tolerance_ms: u64,
+    /// The cluster's preemption timing, where the scenario preempts (absent
+    /// in older histories and in scenarios that do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptTimes>,
+}
+
+/// How long a preempted attempt may run on: the grace from the notice to
+/// the deadline (`[scheduling] preempt_grace`), then the wait from the
+/// deadline's SIGTERM to its SIGKILL (`[leader] kill_wait`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptTimes {
+    /// Notice to deadline, ms.
+    pub grace_ms: u64,
+    /// Deadline's SIGTERM to SIGKILL, ms.
+    pub kill_wait_ms: u64,
 }
 
 /// One line of the history.
@@ -157,6 +172,33 @@ pub enum EventKind {
         status: i32,
         /// The last step it completed.
         step: u64,
+    },
+    /// A rank heard its preemption notice (the SIGTERM sent to the steps'
+    /// tasks), as it recorded it: it then either committed a checkpoint and
+    /// ended (`ignored: false`) or ran on (`ignored: true`) until killed.
+    Notice {
+        /// The job's id.
+        job: u64,
+        /// The attempt's number (1 for the first).
+        attempt: u32,
+        /// `SLURM_NODEID`: 0 .. the node count.
+        rank: u32,
+        /// The last step it had completed.
+        step: u64,
+        /// Whether it ran on.
+        ignored: bool,
+    },
+    /// The cluster's record, read at the end, that an attempt was told it
+    /// was preempted (`attempts[i].preemption`).
+    PreemptionNotice {
+        /// The victim's id.
+        job: u64,
+        /// The victim's attempt.
+        attempt: u32,
+        /// The job the attempt's resources went to.
+        for_job: u64,
+        /// The end of the grace, on the run's clock.
+        deadline: u64,
     },
     /// The attempt's batch script ended (it started the ranks and waited
     /// for them), as it recorded it.

@@ -14,6 +14,7 @@ pub fn header() -> Header {
         lease_ms: 10_000,
         liveness_bound_ms: 60_000,
         clock_tolerance_ms: 500,
+        preemption: None,
     }
 }
 
@@ -199,6 +200,75 @@ impl Builder {
     /// A checkpoint at `step` committed at `t`.
     pub fn checkpoint(&mut self, t: u64, (job, attempt): (u64, u32), step: u64) -> &mut Self {
         self.event(t, EventKind::Checkpoint { job, attempt, step })
+    }
+
+    /// A rank hearing its preemption notice at `t`.
+    pub fn notice(
+        &mut self,
+        t: u64,
+        (job, attempt): (u64, u32),
+        rank: u32,
+        ignored: bool,
+    ) -> &mut Self {
+        self.event(
+            t,
+            EventKind::Notice {
+                job,
+                attempt,
+                rank,
+                step: 0,
+                ignored,
+            },
+        )
+    }
+
+    /// The cluster's record that attempt `(job, attempt)` was preempted for
+    /// `for_job`, its grace ending at `deadline`.
+    pub fn preempted(
+        &mut self,
+        (job, attempt): (u64, u32),
+        for_job: u64,
+        deadline: u64,
+    ) -> &mut Self {
+        let t = self.history.end();
+        self.event(
+            t,
+            EventKind::PreemptionNotice {
+                job,
+                attempt,
+                for_job,
+                deadline,
+            },
+        )
+    }
+
+    /// An attempt's batch script ending at `t` on `node`.
+    pub fn batch_exit(
+        &mut self,
+        t: u64,
+        (job, attempt): (u64, u32),
+        node: &str,
+        status: i32,
+    ) -> &mut Self {
+        self.event(
+            t,
+            EventKind::BatchExit {
+                job,
+                attempt,
+                node: node.into(),
+                status,
+            },
+        )
+    }
+
+    /// A preempting scenario's header: 4 s of grace, 2 s of kill wait.
+    pub fn preempting(&mut self, scenario: &str) -> &mut Self {
+        self.history.header.scenario = scenario.into();
+        self.history.header.preemption = Some(crate::history::PreemptTimes {
+            grace_ms: 4_000,
+            kill_wait_ms: 2_000,
+        });
+        self
     }
 
     pub fn final_job(&mut self, job: FinalJob) -> &mut Self {

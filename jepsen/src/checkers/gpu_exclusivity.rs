@@ -123,6 +123,21 @@ mod tests {
     }
 
     #[test]
+    fn a_preemptor_given_the_gpu_of_a_victim_still_in_its_grace_is_caught() {
+        // The victim ignores its notice: its last sign of life is the
+        // notice itself, at 6,000 ms; the preemptor takes GPU 0 at 5,000.
+        let mut b = Builder::new();
+        b.start(1_000, (1, 1), "gpu01", (0, 1), &[0], None)
+            .step(4_000, (1, 1), 0, 30)
+            .notice(6_000, (1, 1), 0, true)
+            .start(5_000, (2, 1), "gpu01", (0, 1), &[0, 1], None)
+            .step(7_000, (2, 1), 0, 20);
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert_eq!(verdict.measured("max_overlap_ms"), Some(1_000.0));
+    }
+
+    #[test]
     fn overlaps_within_the_clock_tolerance_are_measured_not_flagged() {
         let mut b = Builder::new();
         b.start(1_000, (1, 1), "gpu01", (0, 1), &[0], None)

@@ -6,6 +6,8 @@ pub mod gang;
 pub mod gpu_exclusivity;
 pub mod leadership;
 pub mod liveness;
+pub mod preempt_grace;
+pub mod preempt_requeue;
 pub mod reads;
 pub mod requeue;
 pub mod resume;
@@ -26,5 +28,7 @@ pub fn check_all(history: &History) -> Vec<Verdict> {
         leadership::check(history),
         liveness::check(history),
         reads::check(history),
+        preempt_requeue::check(history),
+        preempt_grace::check(history),
     ]
 }

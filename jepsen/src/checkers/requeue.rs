@@ -9,7 +9,9 @@
 //! finished rank's exit status, and its attempt is then lost, rightly), unless
 //! the exit happened on a node a fault cut off from the leader for longer
 //! than the lease: the cluster then rightly declares the node down, never
-//! hears of the exit, and requeues the job, as Slurm does.
+//! hears of the exit, and requeues the job, as Slurm does; or unless it was
+//! the attempt's answer to a preemption notice (an exit in the grace ends the
+//! attempt as preempted, and the job is requeued).
 
 use crate::attempts::Attempts;
 use crate::history::History;
@@ -24,6 +26,15 @@ const PROMISE: &str =
 /// the batch script's own end; `Cancelled` and `TimeLimit` end the job.
 fn requeues(cause: &str) -> bool {
     !(cause.starts_with("Exited") || cause == "Cancelled" || cause == "TimeLimit")
+}
+
+/// Whether `t` falls in the grace of a preemption of `key` (from the notice,
+/// the deadline less the grace, on).
+fn in_grace(history: &History, view: &Attempts, key: (u64, u32), t: u64) -> bool {
+    let grace = history.header.preemption.map_or(0, |p| p.grace_ms);
+    view.preemptions
+        .get(&key)
+        .is_some_and(|p| t + history.header.clock_tolerance_ms >= p.deadline.saturating_sub(grace))
 }
 
 /// Checks the promise.
@@ -104,7 +115,11 @@ pub fn check(history: &History) -> Verdict {
                         && batch_node.is_some_and(|node| {
                             crate::faults::cut_off_past_lease(&faults, node, *t, lease)
                         });
-                    (!unheard).then_some(*t)
+                    // And when the clean exit was the victim's answer to a
+                    // preemption notice: an end in the grace is requeued.
+                    let preempted = before.cause.as_deref() == Some("Preempted")
+                        && in_grace(history, &view, (job.job, before.number), *t);
+                    (!unheard && !preempted).then_some(*t)
                 });
             if let Some(t) = clean_exit {
                 verdict.violation(
@@ -259,6 +274,22 @@ mod tests {
             clean_first_attempt(&mut b)
                 .event(healed, EventKind::FaultHealed { fault: 1 })
                 .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+            let verdict = check(&b.history());
+            assert_eq!(!verdict.violations.is_empty(), caught, "{verdict:?}");
+        }
+    }
+
+    #[test]
+    fn a_clean_exit_in_a_preemptions_grace_is_requeued_rightly_and_not_before_it() {
+        // Notice at 1,000 ms (deadline 5,000 ms, 4 s of grace); the batch
+        // script exits 0 at 1,400 ms: in the grace. With the notice later
+        // (deadline 9,000: notice at 5,000) the same exit came first.
+        for (deadline, caught) in [(5_000, false), (9_000, true)] {
+            let mut b = Builder::new();
+            b.preempting("preempt");
+            clean_first_attempt(&mut b)
+                .preempted((1, 1), 7, deadline)
+                .final_job(job(1, &[(1, Some("Preempted")), (2, Some("Exited(0)"))]));
             let verdict = check(&b.history());
             assert_eq!(!verdict.violations.is_empty(), caught, "{verdict:?}");
         }

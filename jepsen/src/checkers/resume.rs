@@ -132,6 +132,42 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_a_preempted_attempt_committed_in_its_grace_is_resumed_from() {
+        // Notice at 2,500 ms: the trap commits step 24 at 2,600 ms and the
+        // attempt ends (preempted) at 2,700 ms. Resuming from 20 loses it.
+        for (from, caught) in [(24, false), (20, true)] {
+            let mut b = base();
+            b.preempting("preempt")
+                .notice(2_550, (1, 1), 0, false)
+                .checkpoint(2_600, (1, 1), 24)
+                .final_job(crate::history::FinalJob {
+                    job: 1,
+                    name: "w1".into(),
+                    state: "RUNNING".into(),
+                    requeues: 1,
+                    attempts: vec![crate::history::FinalAttempt {
+                        number: 1,
+                        allocation: vec![("gpu01".into(), vec![0])],
+                        start: Some(100),
+                        end: Some(2_700),
+                        cause: Some("Preempted".into()),
+                    }],
+                    gpu_ms: 0,
+                })
+                .start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(from));
+            let verdict = check(&b.history());
+            assert_eq!(!verdict.holds(), caught, "{verdict:?}");
+            if caught {
+                assert!(
+                    format!("{verdict:?}")
+                        .contains("resumed from 20, behind committed checkpoint 24"),
+                    "{verdict:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn resuming_from_a_checkpoint_never_written_is_caught() {
         let mut b = base();
         b.start(5_000, (1, 2), "gpu02", (0, 1), &[0], Some(25));

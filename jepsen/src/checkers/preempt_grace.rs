@@ -1,0 +1,261 @@
+//! Promise 11: a preemption keeps its grace and hands over only what is
+//! free. Each rank of a preempted attempt that ran on past its notice heard
+//! it (the SIGTERM reaches the steps' tasks); a rank that ignored the notice
+//! runs on, unkilled, until its deadline, and none runs well past
+//! deadline + kill wait (the SIGKILL); and the job the resources went to
+//! starts only once every process of the victim is gone, on every node (its
+//! ranks' and its batch script's last signs of life), which is stricter
+//! than `gpu-exclusivity`'s GPU by GPU overlap. A fault during the grace
+//! (a leader or an agent down) may delay the kill by as long as it lasted
+//! plus a lease; a node cut off then may miss the notice; a cancel asked
+//! for in the grace ends the attempt early, rightly.
+
+use crate::attempts::{Attempts, Preemption};
+use crate::faults::Fault;
+use crate::history::History;
+use crate::verdict::Verdict;
+
+/// The checker's name.
+pub const NAME: &str = "preempt-grace";
+const PROMISE: &str = "a preemption's notice is heard, its grace kept, its kill on time, and the preemptor waits for the victim";
+
+/// What the cluster may add to a deadline or kill: the leader's tick that
+/// notices the deadline, the agent's SIGKILL, a step's sleep.
+const SLACK_MS: u64 = 2_000;
+
+/// A rank still running this long after its notice must have heard it.
+const HEARING_MS: u64 = 1_000;
+
+/// Checks the promise.
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict::new(NAME, PROMISE);
+    let view = Attempts::of(history);
+    let faults = crate::faults::of(history);
+    let tolerance = history.header.clock_tolerance_ms;
+    let lease = history.header.lease_ms;
+    let (grace, kill_wait) = history
+        .header
+        .preemption
+        .map_or((0, 0), |p| (p.grace_ms, p.kill_wait_ms));
+    let cancels = super::preempt_requeue::cancel_times(history);
+    let (mut heard, mut waited_max) = (0u32, 0u64);
+    for (&(job, number), preemption) in &view.preemptions {
+        let Some(attempt) = view.observed.get(&(job, number)) else {
+            continue;
+        };
+        let deadline = preemption.deadline;
+        let notice = deadline.saturating_sub(grace);
+        let during = |from: u64, to: u64| -> Vec<&Fault> {
+            faults
+                .iter()
+                .filter(|f| f.began <= to + tolerance && f.healed + tolerance >= from)
+                .collect()
+        };
+        let mut kill_by = deadline + kill_wait + SLACK_MS + tolerance;
+        if let Some(healed) = during(notice, kill_by).iter().map(|f| f.healed).max() {
+            kill_by = kill_by.max(healed + lease + kill_wait + SLACK_MS);
+        }
+        for (rank, r) in &attempt.ranks {
+            let end = view.rank_end(r);
+            let cancelled = cancels
+                .iter()
+                .any(|(j, t)| *j == job && *t <= end + tolerance);
+            let node_cut = during(notice, notice + HEARING_MS)
+                .iter()
+                .any(|f| f.cut_off.contains(&r.node));
+            match r.notice {
+                Some((_, ignored)) => {
+                    heard += 1;
+                    // Ran on and was killed (recorded no exit): not before
+                    // the deadline.
+                    if ignored
+                        && r.exited.is_none()
+                        && end + tolerance < deadline
+                        && !node_cut
+                        && !cancelled
+                    {
+                        verdict.violation(
+                            Some(end),
+                            Some(job),
+                            format!(
+                                "job {job}.{number} rank {rank} on {} ignored its notice and was last seen at {end} ms, before its deadline {deadline} ms",
+                                r.node
+                            ),
+                        );
+                    }
+                }
+                None if r.started < notice
+                    && end > notice + HEARING_MS + tolerance
+                    && !node_cut =>
+                {
+                    verdict.violation(
+                        Some(notice),
+                        Some(job),
+                        format!(
+                            "job {job}.{number} rank {rank} on {} ran until {end} ms and never heard its notice of {notice} ms",
+                            r.node
+                        ),
+                    );
+                }
+                None => {}
+            }
+            if end > kill_by {
+                verdict.violation(
+                    Some(end),
+                    Some(job),
+                    format!(
+                        "job {job}.{number} rank {rank} on {} ran until {end} ms, past its deadline {deadline} ms + kill wait {kill_wait} ms",
+                        r.node
+                    ),
+                );
+            }
+        }
+        if let Some(waited) = handover(
+            &view,
+            (job, number),
+            (preemption, notice),
+            tolerance,
+            &mut verdict,
+        ) {
+            waited_max = waited_max.max(waited);
+        }
+    }
+    verdict.measure("notices_heard", f64::from(heard));
+    verdict.measure("max_handover_ms", waited_max as f64);
+    verdict
+}
+
+/// The preemptor's first attempt begun after the `notice` must start after
+/// the victim's last sign of life anywhere; how long after, when it did.
+fn handover(
+    view: &Attempts,
+    (job, number): (u64, u32),
+    (preemption, notice): (&Preemption, u64),
+    tolerance: u64,
+    verdict: &mut Verdict,
+) -> Option<u64> {
+    let victim = view.observed.get(&(job, number))?;
+    let gone = victim
+        .ranks
+        .values()
+        .map(|r| view.rank_end(r))
+        .chain(victim.batch_exit.map(|(t, _)| t))
+        .max()?;
+    let preemptor = preemption.for_job;
+    let (&(_, attempt), started) = view
+        .observed
+        .range((preemptor, 0)..=(preemptor, u32::MAX))
+        .filter_map(|(key, a)| Some((key, a.first_start()?)))
+        .filter(|(_, start)| start + tolerance >= notice)
+        .min_by_key(|(_, start)| *start)?;
+    if started + tolerance < gone {
+        // Where the preemptor runs on none of the victim's nodes, the
+        // preemption freed nothing it used.
+        let shared_node = view.observed.get(&(preemptor, attempt)).is_some_and(|p| {
+            p.ranks
+                .values()
+                .any(|r| victim.ranks.values().any(|v| v.node == r.node))
+        });
+        let unneeded = if shared_node {
+            ""
+        } else {
+            " (on none of its nodes: a preemption the preemptor did not need)"
+        };
+        verdict.violation(
+            Some(started),
+            Some(preemptor),
+            format!(
+                "job {preemptor}.{attempt} started at {started} ms while job {job}.{number}, preempted for it, was alive until {gone} ms{unneeded}"
+            ),
+        );
+        return None;
+    }
+    Some(started.saturating_sub(gone))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Builder;
+
+    /// Victim job 1.1 on gpu01 from 1,000 ms, preempted for job 2 with its
+    /// deadline at 9,000 ms (notice at 5,000 ms).
+    fn victim(b: &mut Builder) -> &mut Builder {
+        b.preempting("preempt")
+            .start(1_000, (1, 1), "gpu01", (0, 1), &[0], None)
+            .step(4_900, (1, 1), 0, 39)
+            .preempted((1, 1), 2, 9_000)
+    }
+
+    #[test]
+    fn a_trapped_and_an_ignored_notice_kept_and_handed_over_pass() {
+        // Trapped: heard at 5,050 ms, exited at 5,300; job 2 at 5,800.
+        let mut b = Builder::new();
+        victim(&mut b)
+            .notice(5_050, (1, 1), 0, false)
+            .exit(5_300, (1, 1), "gpu01", 0, 0)
+            .batch_exit(5_350, (1, 1), "gpu01", 0)
+            .start(5_800, (2, 1), "gpu01", (0, 1), &[0], None);
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("notices_heard"), Some(1.0));
+        // Ignored: ran on to 10,900 ms (killed 2 s after the deadline).
+        let mut b = Builder::new();
+        victim(&mut b)
+            .notice(5_050, (1, 1), 0, true)
+            .step(10_900, (1, 1), 0, 99)
+            .start(11_500, (2, 1), "gpu01", (0, 1), &[0], None);
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+    }
+
+    #[test]
+    fn a_preemptor_started_before_the_victim_is_gone_is_caught_on_any_node() {
+        // The victim's batch script on gpu01 lived until 6,000 ms; job 2
+        // started at 5,800 ms on gpu02 (no GPU shared).
+        let mut b = Builder::new();
+        victim(&mut b)
+            .notice(5_050, (1, 1), 0, false)
+            .exit(5_300, (1, 1), "gpu01", 0, 0)
+            .batch_exit(6_000, (1, 1), "gpu01", 0)
+            .start(5_300, (2, 1), "gpu02", (0, 1), &[0], None);
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert!(
+            verdict.violations[0]
+                .message
+                .contains("job 2.1 started at 5300 ms while job 1.1, preempted for it, was alive until 6000 ms (on none of its nodes"),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_grace_cut_short_a_kill_too_late_and_an_unheard_notice_are_caught() {
+        // Ignored, but dead at 6,000 ms, before the 9,000 ms deadline.
+        let mut b = Builder::new();
+        victim(&mut b)
+            .notice(5_050, (1, 1), 0, true)
+            .step(6_000, (1, 1), 0, 50);
+        assert!(format!("{:?}", check(&b.history())).contains("before its deadline 9000 ms"));
+        // The same, cancelled at 5,900 ms: rightly cut short.
+        b.event(
+            5_900,
+            crate::history::EventKind::Invoke {
+                process: 0,
+                op: 9,
+                call: crate::history::Call::Cancel { job: 1 },
+            },
+        );
+        assert!(check(&b.history()).holds());
+        // Ignored, and alive at 20,000 ms: past 9,000 + 2,000 + slack.
+        let mut b = Builder::new();
+        victim(&mut b)
+            .notice(5_050, (1, 1), 0, true)
+            .step(20_000, (1, 1), 0, 150);
+        assert!(format!("{:?}", check(&b.history())).contains("past its deadline 9000 ms"));
+        // Never heard: steps on to 10,500 ms without a notice.
+        let mut b = Builder::new();
+        victim(&mut b).step(10_500, (1, 1), 0, 95);
+        assert!(format!("{:?}", check(&b.history())).contains("never heard its notice of 5000 ms"));
+    }
+}
