@@ -86,6 +86,11 @@ pub fn find(
         },
         tries: std::cell::Cell::new(0),
     };
+    // Attempts already ending give their resources back within the kill
+    // wait: a job that fits once they have needs no victim, only patience.
+    if search.fits_once_endings_release(state) {
+        return None;
+    }
     let orders = [search.by_victim(&candidates), search.by_node(&candidates)];
     let best = orders
         .into_iter()
@@ -130,6 +135,39 @@ impl<'a, 'v> Search<'a, 'v> {
             }
         }
         place(&future, self.job, &self.constraints).ok()
+    }
+
+    /// Whether the job places once every attempt that is already ending (its
+    /// script exited, it was cancelled, its grace ran out) has released the
+    /// nodes it still holds.
+    fn fits_once_endings_release(&self, state: &ClusterState) -> bool {
+        let mut future = self.view.simulation();
+        let mut any = false;
+        for job in state.active_jobs() {
+            let Some(attempt) = job.live_attempt() else {
+                continue;
+            };
+            let Some(ending) = &attempt.ending else {
+                continue;
+            };
+            for part in attempt
+                .allocation
+                .iter()
+                .filter(|p| ending.unreleased.contains(&p.node))
+            {
+                if let Some(node) = self.view.index(&part.node).filter(|n| (self.counts)(*n)) {
+                    any = true;
+                    future.give_back(
+                        node,
+                        &part.gpus,
+                        part.cpus,
+                        part.memory_mb,
+                        job.resources.exclusive,
+                    );
+                }
+            }
+        }
+        any && place(&future, self.job, &self.constraints).is_ok()
     }
 
     /// Victims cheapest first until the job fits.
