@@ -35,7 +35,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{LocalCluster, corral_bin, corrald_bin, logs, sibling, wait_job};
+use support::{LocalCluster, corral_bin, wait_job};
 
 /// Steps between two committed checkpoints (in every victim; the submitit
 /// fixture says the same).
@@ -141,38 +141,9 @@ priority_tier = 10
     )
 }
 
-/// `corral local up --config SITE`, with this build's binaries or those in
-/// `$CORRAL_E2E_BIN_DIR`.
+/// `corral local up --config SITE` (`$CORRAL_E2E_BIN_DIR`'s build, where set).
 fn start_cluster(site: &Path) -> LocalCluster {
-    let Some(bin_dir) = std::env::var_os("CORRAL_E2E_BIN_DIR").map(PathBuf::from) else {
-        return LocalCluster::start_with_args(3, &["--config", site.to_str().unwrap()]);
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(bin_dir.join("corral"))
-        .args(["--json", "local", "up", "--controllers", "3", "--dir"])
-        .arg(dir.path())
-        .arg("--corrald")
-        .arg(bin_dir.join("corrald"))
-        .arg("--corral-agent")
-        .arg(bin_dir.join("corral-agent"))
-        .arg("--config")
-        .arg(site)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "local up failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        logs(dir.path())
-    );
-    let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let addresses = reply["cluster"]
-        .as_str()
-        .unwrap()
-        .split(',')
-        .map(String::from)
-        .collect();
-    LocalCluster { dir, addresses }
+    LocalCluster::start_with_args(3, &["--config", site.to_str().unwrap()])
 }
 
 /// The environment of a user's shell on the cluster: the `corral shims`
@@ -458,9 +429,6 @@ fn preempted_jobs_are_requeued_and_resume_from_their_checkpoints() {
     let site_dir = tempfile::tempdir().unwrap();
     let site_file = site_dir.path().join("site.toml");
     std::fs::write(&site_file, site(victims)).unwrap();
-    // Built before the cluster starts: the test's own clock starts after.
-    corrald_bin();
-    sibling("corral-agent");
     let cluster = start_cluster(&site_file);
     let shell = UserShell::new(&cluster);
 

@@ -77,16 +77,31 @@ impl LocalCluster {
 
     /// `corral local up` with `controllers` replicas and `args` (agents unless
     /// `--no-agents` is among them).
+    ///
+    /// `CORRAL_E2E_BIN_DIR=DIR` runs the cluster with the `corral`, `corrald`
+    /// and `corral-agent` in DIR (another build's: to check that a test fails
+    /// on a build without the feature it tests).
     pub fn start_with_args(controllers: u32, args: &[&str]) -> LocalCluster {
+        let (corral, corrald, agent) = match std::env::var_os("CORRAL_E2E_BIN_DIR") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                (
+                    dir.join("corral"),
+                    dir.join("corrald"),
+                    dir.join("corral-agent"),
+                )
+            }
+            None => (corral_bin(), corrald_bin(), sibling("corral-agent")),
+        };
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(corral_bin())
+        let out = Command::new(corral)
             .args(["--json", "local", "up", "--dir"])
             .arg(dir.path())
             .args(["--controllers", &controllers.to_string()])
             .arg("--corrald")
-            .arg(corrald_bin())
+            .arg(corrald)
             .arg("--corral-agent")
-            .arg(sibling("corral-agent"))
+            .arg(agent)
             .args(args)
             .output()
             .unwrap();
