@@ -57,6 +57,11 @@ pub fn check(history: &History) -> Verdict {
         if let Some(healed) = during(notice, kill_by).iter().map(|f| f.healed).max() {
             kill_by = kill_by.max(healed + lease + kill_wait + SLACK_MS);
         }
+        // A node of the gang lost during the grace ends every rank early,
+        // rightly (a failed rank ends all).
+        let gang_cut = during(notice, deadline)
+            .iter()
+            .any(|f| attempt.ranks.values().any(|r| f.cut_off.contains(&r.node)));
         for (rank, r) in &attempt.ranks {
             let end = view.rank_end(r);
             let cancelled = cancels
@@ -73,7 +78,7 @@ pub fn check(history: &History) -> Verdict {
                     if ignored
                         && r.exited.is_none()
                         && end + tolerance < deadline
-                        && !node_cut
+                        && !gang_cut
                         && !cancelled
                     {
                         verdict.violation(
@@ -249,6 +254,35 @@ mod tests {
         let verdict = check(&b.history());
         assert!(verdict.holds(), "{verdict:?}");
         assert_eq!(verdict.measured("preemptions_unused"), Some(1.0));
+    }
+
+    /// A gang whose other node's agent was lost during the grace ends every
+    /// rank early (a failed rank ends all): a rank that ignored its notice
+    /// and died before its deadline then broke no promise.
+    #[test]
+    fn a_rank_ended_early_by_its_gangs_lost_node_is_excused() {
+        let mut b = Builder::new();
+        b.preempting("preempt-faults")
+            .start(1_000, (1, 1), "gpu01", (0, 2), &[0], None)
+            .start(1_000, (1, 1), "gpu02", (1, 2), &[0], None)
+            .step(4_900, (1, 1), 0, 39)
+            .step(4_900, (1, 1), 1, 39)
+            .preempted((1, 1), 2, 9_000)
+            .notice(5_050, (1, 1), 0, true)
+            .notice(5_050, (1, 1), 1, true)
+            .event(
+                5_500,
+                crate::history::EventKind::FaultBegin {
+                    fault: 1,
+                    kind: "kill-victim-agent-at-preemption".into(),
+                    target: "agent-gpu02".into(),
+                    cut_off: vec!["gpu02".into()],
+                },
+            )
+            .event(6_500, crate::history::EventKind::FaultHealed { fault: 1 })
+            .step(6_600, (1, 1), 0, 55);
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
     }
 
     #[test]
