@@ -660,7 +660,7 @@ fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
     let endings = [exit(0), exit(1), killed_by(15), killed_by(9)];
     for (requeue, status) in [true, false]
         .into_iter()
-        .flat_map(|r| endings.iter().map(move |e| (r, e.clone())))
+        .flat_map(|r| endings.iter().map(move |e| (r, *e)))
     {
         let mut s = cluster(1, 8);
         add_urgent_partition(&mut s);
@@ -700,7 +700,7 @@ fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
                 job: victim,
                 attempt: 1,
                 node: "n1".into(),
-                status: status.clone(),
+                status,
                 at: at(t0 + 3),
             },
         );
@@ -711,7 +711,7 @@ fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
             EndCause::Preempted { for_job: urgent },
             "{status:?}"
         );
-        assert_eq!(job.attempts[0].batch_exit, Some(status.clone()));
+        assert_eq!(job.attempts[0].batch_exit, Some(status));
         if requeue {
             assert_eq!(job.state, JobState::Pending, "{status:?}");
             assert_eq!(job.requeue_count, 1);
