@@ -96,6 +96,9 @@ pub async fn run(
             &mut stats,
         )
         .await;
+        if *stop.borrow() {
+            return;
+        }
         let lasted = began.elapsed();
         let wait = pause.after(lasted);
         if went == Term::Led {

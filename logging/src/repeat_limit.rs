@@ -1,5 +1,8 @@
 //! Rate-limiting of repeated log lines. Each call site (one `warn!` in the
-//! code, whatever its fields) may write `per_window` lines in each window;
+//! code), for each node and job it names (its `node` and `job` fields) and,
+//! for records of the `log` crate, each target, may write `per_window` lines
+//! in each window: a flood from one line of code is cut, while one line per
+//! node of a thousand nodes going down is not;
 //! the rest are counted and dropped, and once the window is over one line
 //! says how many were suppressed and where from. [`RepeatBudget`] is the
 //! pure count (time comes in as an argument); [`RepeatLimit`] is the tracing
@@ -11,7 +14,10 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use std::hash::Hasher;
+
 use tracing::callsite::Identifier;
+use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
@@ -134,7 +140,7 @@ impl<K: Hash + Eq + Clone> RepeatBudget<K> {
 /// layer records it; reports of dropped lines are written as log lines of
 /// their own to `out`.
 pub struct RepeatLimit {
-    budget: Mutex<RepeatBudget<Identifier>>,
+    budget: Mutex<RepeatBudget<(Identifier, u64)>>,
     per_window: u32,
     out: Box<dyn Fn(&str) + Send + Sync>,
 }
@@ -172,14 +178,41 @@ impl<S: Subscriber> Layer<S> for RepeatLimit {
                 meta.line().unwrap_or(0)
             )
         };
+        let mut subject = Subject::default();
+        event.record(&mut subject);
+        let key = (meta.callsite(), subject.hasher.finish());
         let (verdict, reports) = {
             let mut budget = self.budget.lock().unwrap_or_else(|p| p.into_inner());
-            budget.admit(&meta.callsite(), site, Instant::now())
+            budget.admit(&key, site, Instant::now())
         };
         for report in reports {
             (self.out)(&report_line(&report, self.per_window));
         }
         verdict == Verdict::Show
+    }
+}
+
+/// What a line is about, as far as the limit tells lines apart: the node and
+/// job it names, and a `log` record's own target (the `log` crate's records
+/// all come through one call site per level).
+#[derive(Default)]
+struct Subject {
+    hasher: std::collections::hash_map::DefaultHasher,
+}
+
+impl Visit for Subject {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if matches!(field.name(), "node" | "job" | "log.target") {
+            self.hasher.write(field.name().as_bytes());
+            self.hasher.write(format!("{value:?}").as_bytes());
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if matches!(field.name(), "node" | "job" | "log.target") {
+            self.hasher.write(field.name().as_bytes());
+            self.hasher.write(value.as_bytes());
+        }
     }
 }
 
@@ -276,6 +309,30 @@ mod tests {
             tracing::warn!("another line");
         });
         assert_eq!(*written.lock().unwrap(), 3);
+    }
+
+    /// One line per node is not a flood: a thousand nodes declared down
+    /// write a thousand lines, while one node's repeats are still cut.
+    #[test]
+    fn lines_about_different_nodes_are_counted_apart() {
+        let written = Arc::new(Mutex::new(0usize));
+        let count = Arc::clone(&written);
+        let collector = tracing_subscriber::registry()
+            .with(RepeatLimit::new(2, 60 * S, |_| {}))
+            .with(CountingLayer(count));
+        tracing::subscriber::with_default(collector, || {
+            for i in 0..100 {
+                let node = format!("gpu{i:03}");
+                tracing::warn!(%node, "declaring node down");
+            }
+            let node = "gpu000".to_string();
+            for _ in 0..100 {
+                tracing::warn!(%node, "declaring node down");
+            }
+        });
+        // 100 nodes once each from the first call site; the second writes
+        // its budget of 2 for gpu000 and drops the other 98.
+        assert_eq!(*written.lock().unwrap(), 102);
     }
 
     struct CountingLayer(Arc<Mutex<usize>>);

@@ -650,7 +650,8 @@ fn preemption_signals_waits_the_grace_then_requeues() {
 /// However a victim's batch script ends while its preemption notice runs (it
 /// exits on the notice, fails, or dies of the signal), the attempt ends as
 /// preempted: requeued where the job and the mode allow it, PREEMPTED where
-/// not; never COMPLETED or FAILED, which would charge it to the job.
+/// not; never FAILED, which would charge it to the job. A job that cannot be
+/// requeued and exits 0 in the grace has finished: COMPLETED.
 #[test]
 fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
     let killed_by = |signal: u8| ExitStatus {
@@ -706,6 +707,12 @@ fn a_script_that_ends_during_the_grace_ends_preempted_however_it_ends() {
         );
         let job = s.job(victim).unwrap();
         let end = job.attempts[0].end.as_ref().unwrap();
+        if !requeue && status.is_success() {
+            // It cannot go back to the queue and finished its work: done.
+            assert_eq!(job.state, JobState::Completed, "{status:?}");
+            assert_eq!(end.cause, EndCause::Exited(status));
+            continue;
+        }
         assert_eq!(
             end.cause,
             EndCause::Preempted { for_job: urgent },

@@ -254,13 +254,7 @@ impl Supervisor {
                 });
             }
             Some(Begun::Now) => {
-                // As Slurm ends a job: SIGCONT first, so that a stopped
-                // process receives the SIGTERM now rather than at SIGKILL.
-                if signal == Signal::KILL {
-                    self.signal_everything(key, &[signal]);
-                } else {
-                    self.signal_everything(key, &[Signal::CONT, signal]);
-                }
+                self.signal_everything(key, &ending_signals(signal));
                 self.tear_down(key);
             }
             Some(Begun::Already | Begun::Over) => {}
@@ -343,7 +337,7 @@ impl Supervisor {
             .filter_map(|(key, a)| (a.begin_ending(why, kill_at) == Begun::Now).then_some(*key))
             .collect();
         for key in begun {
-            self.signal_everything(key, &[signal]);
+            self.signal_everything(key, &ending_signals(signal));
             self.tear_down(key);
         }
     }
@@ -674,6 +668,17 @@ pub struct UsageTargets {
     pub tasks: Vec<(i32, TaskId)>,
     /// The GPUs the attempt holds here.
     pub gpus: Vec<u32>,
+}
+
+/// What ends an attempt with `signal`, as Slurm ends a job: SIGCONT first,
+/// so that a stopped process receives the signal now (not for SIGKILL,
+/// which needs none).
+fn ending_signals(signal: Signal) -> Vec<Signal> {
+    if signal == Signal::KILL {
+        vec![signal]
+    } else {
+        vec![Signal::CONT, signal]
+    }
 }
 
 fn send(group: i32, signal: Signal) {

@@ -7,7 +7,10 @@ use super::lifecycle::{begin_ending, release_node};
 use crate::command::Outcome;
 use crate::ids::{AttemptNumber, JobId};
 use crate::job::{Attempt, Checkpoint, EndCause, ExitStatus, Job};
+use crate::partition::PreemptMode;
+use crate::preemption;
 use crate::rejection::Rejection;
+use crate::slurm::duration::TimeLimit;
 use crate::state::ClusterState;
 use crate::time::Timestamp;
 
@@ -78,7 +81,18 @@ pub(super) fn batch_exited(
     // A script that ends while a preemption notice runs ends because of it,
     // however it ends (on the notice, with an error, by the signal): Slurm
     // requeues it as preempted, never charges it to the job.
+    let job = job_of(state, id)?;
+    let out_of_time = match job.time_limit {
+        TimeLimit::Unlimited => false,
+        TimeLimit::Seconds(limit) => found.started_at.plus_secs(limit) <= now,
+    };
+    // A job that cannot go back to the queue and finished its work during
+    // the grace has completed: only a requeue would make the preemption its
+    // end. Past its time limit it timed out, as a `Tick` would have said.
+    let requeueable = job.spec.requeue && preemption::mode_of(state, job) == PreemptMode::Requeue;
     let cause = match &found.preemption {
+        Some(_) if out_of_time => EndCause::TimeLimit,
+        Some(_) if status.is_success() && !requeueable => EndCause::Exited(status),
         Some(notice) => EndCause::Preempted {
             for_job: notice.for_job,
         },
