@@ -297,30 +297,20 @@ mod tests {
     /// and other lines still get through.
     #[test]
     fn the_layer_drops_a_flood_from_one_call_site_only() {
-        let written = Arc::new(Mutex::new(0usize));
-        let count = Arc::clone(&written);
-        let collector = tracing_subscriber::registry()
-            .with(RepeatLimit::new(2, 60 * S, |_| {}))
-            .with(CountingLayer(count));
-        tracing::subscriber::with_default(collector, || {
+        let written = lines_written(|| {
             for i in 0..1000 {
                 tracing::warn!(i, "the same line");
             }
             tracing::warn!("another line");
         });
-        assert_eq!(*written.lock().unwrap(), 3);
+        assert_eq!(written, 3);
     }
 
     /// One line per node is not a flood: a thousand nodes declared down
     /// write a thousand lines, while one node's repeats are still cut.
     #[test]
     fn lines_about_different_nodes_are_counted_apart() {
-        let written = Arc::new(Mutex::new(0usize));
-        let count = Arc::clone(&written);
-        let collector = tracing_subscriber::registry()
-            .with(RepeatLimit::new(2, 60 * S, |_| {}))
-            .with(CountingLayer(count));
-        tracing::subscriber::with_default(collector, || {
+        let written = lines_written(|| {
             for i in 0..100 {
                 let node = format!("gpu{i:03}");
                 tracing::warn!(%node, "declaring node down");
@@ -332,7 +322,18 @@ mod tests {
         });
         // 100 nodes once each from the first call site; the second writes
         // its budget of 2 for gpu000 and drops the other 98.
-        assert_eq!(*written.lock().unwrap(), 102);
+        assert_eq!(written, 102);
+    }
+
+    /// How many of the lines `log` writes get past a limit of 2 per call
+    /// site (and subject) per minute.
+    fn lines_written(log: impl FnOnce()) -> usize {
+        let written = Arc::new(Mutex::new(0usize));
+        let collector = tracing_subscriber::registry()
+            .with(RepeatLimit::new(2, 60 * S, |_| {}))
+            .with(CountingLayer(Arc::clone(&written)));
+        tracing::subscriber::with_default(collector, log);
+        *written.lock().unwrap()
     }
 
     struct CountingLayer(Arc<Mutex<usize>>);
