@@ -74,6 +74,13 @@ pub struct Attempts {
 }
 
 impl Attempts {
+    /// Rank `rank` of an observed attempt, to record what it did.
+    fn rank_mut(&mut self, key: AttemptKey, rank: u32) -> Option<&mut Rank> {
+        self.observed
+            .get_mut(&key)
+            .and_then(|a| a.ranks.get_mut(&rank))
+    }
+
     /// Collects the view from a history.
     pub fn of(history: &History) -> Attempts {
         let mut view = Attempts::default();
@@ -110,11 +117,7 @@ impl Attempts {
                     status,
                     ..
                 } => {
-                    if let Some(r) = view
-                        .observed
-                        .get_mut(&(*job, *attempt))
-                        .and_then(|a| a.ranks.get_mut(rank))
-                    {
+                    if let Some(r) = view.rank_mut((*job, *attempt), *rank) {
                         r.exited = Some((event.t, *status));
                         r.last_seen = r.last_seen.max(event.t);
                     }
@@ -122,11 +125,7 @@ impl Attempts {
                 EventKind::Step {
                     job, attempt, rank, ..
                 } => {
-                    if let Some(r) = view
-                        .observed
-                        .get_mut(&(*job, *attempt))
-                        .and_then(|a| a.ranks.get_mut(rank))
-                    {
+                    if let Some(r) = view.rank_mut((*job, *attempt), *rank) {
                         r.last_seen = r.last_seen.max(event.t);
                     }
                 }
@@ -137,11 +136,7 @@ impl Attempts {
                     ignored,
                     ..
                 } => {
-                    if let Some(r) = view
-                        .observed
-                        .get_mut(&(*job, *attempt))
-                        .and_then(|a| a.ranks.get_mut(rank))
-                    {
+                    if let Some(r) = view.rank_mut((*job, *attempt), *rank) {
                         r.last_seen = r.last_seen.max(event.t);
                         r.notice.get_or_insert((event.t, *ignored));
                     }
