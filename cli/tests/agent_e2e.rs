@@ -490,7 +490,9 @@ fn gpu01(cluster: &LocalCluster) -> serde_json::Value {
 
 #[test]
 fn an_agent_that_dies_just_after_registering_is_declared_down() {
-    let cluster = LocalCluster::start_with_agents(3, 2);
+    // Three nodes: a leader declares a node down only while a majority of
+    // them answer it (two of two would be needed with two).
+    let cluster = LocalCluster::start_with_agents(3, 3);
     let dir = cluster.dir.path();
     let first_boot = gpu01(&cluster)["registration"]["boot_id"].clone();
     signal(pid_of(dir, "agent-gpu01"), "-TERM");
@@ -605,39 +607,57 @@ fn unkillable_processes_drain_the_node_naming_them_and_the_job_runs_elsewhere() 
 }
 
 #[test]
-fn an_agent_cut_off_from_the_controllers_kills_its_job_itself() {
-    let cluster = LocalCluster::start_with_agents(3, 2);
+fn an_agent_cut_off_from_the_controllers_alone_kills_its_job_itself() {
+    // Cut off from every controller while the other agents reach the
+    // leader (the fault proxy parts agents from controllers, not from each
+    // other): the other nodes say a leader reaches them, so this node is the
+    // one cut off and fences when its lease runs out.
+    let cluster = LocalCluster::start_with_args(3, &["--nodes", "3", "--fault-proxy"]);
     let dir = cluster.dir.path();
     let path = script(
         dir,
         "pid.sh",
         "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output=pid-%j.out\necho $$ > \"$SLURM_SUBMIT_DIR/job.pid\"\nsleep 600\n",
     );
-    let id = submit(&cluster, &path);
-    wait_job(&cluster, &id, Duration::from_secs(60), "start", |j| {
-        j["state"] == "Running"
-    });
+    let (id, node) = submit_and_start(&cluster, &path);
     let job_pid = job_pid(dir, "job", Duration::from_secs(30));
-    // Cut every controller off (SIGSTOP): no heartbeat is acknowledged any more.
-    let controllers: Vec<i32> = (1..=3)
-        .map(|i| pid_of(dir, &format!("controller-{i}")))
-        .collect();
-    for pid in &controllers {
-        signal(*pid, "-STOP");
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
+    wait_until(
+        Duration::from_secs(60),
+        "every agent to hold the roster",
+        || cluster.agent_log_lines("holds the cluster's roster").len() >= 3,
+    );
+    let controllers: Vec<String> = (1..=3).map(|c| format!("controller-{c}")).collect();
+    cluster.cut(&format!("agent-{node}"), &controllers);
+    let cut = Instant::now();
+    // The lease is 10 s; the patience only catches an agent that never fences.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while alive(job_pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let killed_after = cut.elapsed();
     let killed = !alive(job_pid);
-    for pid in &controllers {
-        signal(*pid, "-CONT");
-    }
-    assert!(killed, "the agent kept running its job without a lease");
-    // Once the controllers are back, the job is requeued (never run twice at once).
-    wait_job(&cluster, &id, Duration::from_secs(60), "requeue", |j| {
-        j["requeue_count"].as_u64().unwrap_or(0) >= 1 || j["state"] != "Running"
+    // Requeued once the leader declares the node down (never run twice at once).
+    let job = wait_job(&cluster, &id, Duration::from_secs(60), "requeue", |j| {
+        j["requeue_count"].as_u64().unwrap_or(0) >= 1
     });
+    cluster.heal();
+    assert!(
+        killed,
+        "the agent kept running its job without a lease\n{}",
+        logs(dir)
+    );
+    eprintln!("fenced {:.1} s after the cut", killed_after.as_secs_f64());
+    assert!(
+        killed_after < Duration::from_secs(15),
+        "fenced after the leader's wait: {killed_after:?}"
+    );
+    let refused = cluster.agent_log_lines("may be the one cut off");
+    assert!(
+        !refused.is_empty(),
+        "the agent says why it fenced\n{}",
+        logs(dir)
+    );
+    assert_eq!(job["requeue_count"], 1, "{job}");
 }
 
 #[test]

@@ -117,6 +117,8 @@ impl Controller {
             agents: agents.clone(),
             clock_offsets,
             planning: Arc::default(),
+            heartbeats: heartbeats.clone(),
+            node_set_changes: Arc::default(),
         });
         let incoming = TcpIncoming::bind(api_listen)
             .map_err(|e| anyhow::anyhow!("cannot listen for clients on {api_listen}: {e}"))?

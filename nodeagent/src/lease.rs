@@ -5,7 +5,10 @@
 //!
 //! The lease guards against partitions, not failovers: an agent that loses its
 //! leader finds the new one within a second or two (see [`crate::link`]) and
-//! renews the lease there, so a leader change costs no running job.
+//! renews the lease there, so a leader change costs no running job. An outage
+//! of the controllers themselves is not a partition of this node either: while
+//! a majority of the nodes answer that no leader reaches them, the lease is
+//! extended by them ([`crate::outage`]), a few seconds at a time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,8 +19,8 @@ use tokio::time::Instant;
 /// The lease length until a leader says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
-/// When the lease was last renewed (shared by the link, which renews it, and
-/// the fencing watchdog).
+/// The lease's end (shared by the link, which renews it, the outage keeper,
+/// which may extend it, and the fencing watchdog).
 #[derive(Debug, Clone)]
 pub struct Lease {
     inner: Arc<Mutex<LeaseState>>,
@@ -25,37 +28,64 @@ pub struct Lease {
     expiry: Arc<watch::Sender<Option<Instant>>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct LeaseState {
-    renewed: Option<Instant>,
-    length: Duration,
+    /// When the lease runs out (`None`: never held).
+    expires: Option<Instant>,
+    /// When a leader last acknowledged a heartbeat of this agent (or welcomed it).
+    leader_contact: Option<Instant>,
+    /// The length the leader last gave.
+    length: Option<Duration>,
 }
 
 impl Default for Lease {
     fn default() -> Self {
         Lease {
-            inner: Arc::new(Mutex::new(LeaseState {
-                renewed: None,
-                length: DEFAULT_LEASE,
-            })),
+            inner: Arc::new(Mutex::new(LeaseState::default())),
             expiry: Arc::new(watch::channel(None).0),
         }
     }
 }
 
 impl Lease {
-    /// Renews the lease from `from` (when the acknowledged heartbeat was sent)
-    /// for `length`. An older renewal never shortens a newer one.
+    /// A leader acknowledged a heartbeat sent at `from` (or welcomed this
+    /// agent): the lease runs until `from + length`. A renewal never shortens
+    /// the lease.
     pub fn renew(&self, from: Instant, length: Duration) {
+        if let Ok(mut lease) = self.inner.lock() {
+            lease.length = Some(length);
+        }
+        self.extend(from + length, true);
+    }
+
+    /// The lease's length as the leader last gave it.
+    pub fn length(&self) -> Duration {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|l| l.length)
+            .unwrap_or(DEFAULT_LEASE)
+    }
+
+    /// A majority of the nodes answered that no leader reaches them (a check
+    /// that began at `from`): the jobs may run on until `from + length`,
+    /// though no leader renewed the lease (see [`crate::outage`]).
+    pub fn extend_by_peers(&self, from: Instant, length: Duration) {
+        self.extend(from + length, false);
+    }
+
+    fn extend(&self, until: Instant, from_leader: bool) {
         let expiry = {
             let Ok(mut lease) = self.inner.lock() else {
                 return;
             };
-            lease.length = length;
-            if lease.renewed.is_none_or(|r| from > r) {
-                lease.renewed = Some(from);
+            if from_leader {
+                lease.leader_contact = Some(Instant::now());
             }
-            lease.renewed.map(|r| r + lease.length)
+            if lease.expires.is_none_or(|e| until > e) {
+                lease.expires = Some(until);
+            }
+            lease.expires
         };
         self.expiry.send_if_modified(|published| {
             let changed = *published != expiry;
@@ -64,14 +94,20 @@ impl Lease {
         });
     }
 
-    /// True when no lease is held now: never renewed, or not renewed within its
-    /// length. It stays lapsed until a leader renews it, so an attempt launched
-    /// after fencing (a launch can arrive before the next acknowledgement) is
-    /// fenced too.
+    /// True when no lease is held now: never renewed, or run out. It stays
+    /// lapsed until it is renewed, so an attempt launched after fencing (a
+    /// launch can arrive before the next acknowledgement) is fenced too.
     pub fn lapsed(&self) -> bool {
         self.inner
             .lock()
-            .map_or(true, |l| l.renewed.is_none_or(|r| r.elapsed() > l.length))
+            .map_or(true, |l| l.expires.is_none_or(|e| Instant::now() > e))
+    }
+
+    /// Whether a leader acknowledged this agent within `window`.
+    pub fn reaches_leader(&self, window: Duration) -> bool {
+        self.inner
+            .lock()
+            .is_ok_and(|l| l.leader_contact.is_some_and(|at| at.elapsed() < window))
     }
 
     /// Follows the instant the lease runs out (`None`: never held).
@@ -98,6 +134,24 @@ mod tests {
         assert!(old.lapsed(), "a lapsed lease stays lapsed until renewed");
         old.renew(Instant::now(), Duration::from_secs(10));
         assert!(!old.lapsed());
+    }
+
+    #[test]
+    fn peers_extend_the_lease_but_only_a_leader_counts_as_reached() {
+        let lease = Lease::default();
+        let expiry = lease.expiry();
+        let now = Instant::now();
+        lease.renew(now, Duration::from_secs(10));
+        assert!(lease.reaches_leader(Duration::from_secs(5)));
+        // A shorter extension leaves the lease as it was.
+        lease.extend_by_peers(now, Duration::from_secs(3));
+        assert_eq!(*expiry.borrow(), Some(now + Duration::from_secs(10)));
+        lease.extend_by_peers(now + Duration::from_secs(9), Duration::from_secs(3));
+        assert_eq!(*expiry.borrow(), Some(now + Duration::from_secs(12)));
+        let unreached = Lease::default();
+        unreached.extend_by_peers(now, Duration::from_secs(3));
+        assert!(!unreached.lapsed());
+        assert!(!unreached.reaches_leader(Duration::from_secs(5)));
     }
 
     #[test]

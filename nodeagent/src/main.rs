@@ -20,6 +20,7 @@ use corral_agent::gpu_probe;
 use corral_agent::job::process::task_pid;
 use corral_agent::lease::Lease;
 use corral_agent::link::{self, LinkParts, LinkSettings};
+use corral_agent::outage;
 use corral_agent::outbox::Outbox;
 use corral_agent::recovery;
 use corral_agent::resources;
@@ -219,14 +220,30 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let health = sample_periodically(Arc::clone(&gpus), HEALTH_SAMPLE_EVERY);
+    let (roster, held_roster) = tokio::sync::watch::channel(None);
+    let standing = outage::Standing {
+        lease: lease.clone(),
+        roster: held_roster,
+    };
     let step_service = step::coordinator::StepService {
         supervisor: supervisor.clone(),
         endpoint: step_endpoint.clone(),
         allocations: step::allocation::Allocations::default(),
         gpu_samples: health.clone(),
+        standing: standing.clone(),
     };
     if let Some(endpoint) = step_endpoint {
-        tokio::spawn(step::peer::serve(endpoint, step_service.clone()));
+        tokio::spawn(step::peer::serve(endpoint.clone(), step_service.clone()));
+        // Through a controller outage, the jobs run on while most nodes say so.
+        tokio::spawn(outage::keep_through_outages(
+            node.clone(),
+            endpoint,
+            standing,
+        ));
+    } else {
+        tracing::warn!(
+            "without a step channel this agent cannot ask other nodes whether the controllers are away: an outage of the controllers longer than the lease ends its jobs"
+        );
     }
     match step::coordinator::bind(&step_socket) {
         Ok(listener) => {
@@ -374,6 +391,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             outbox: outbox.clone(),
             lease,
             health,
+            roster,
         },
     ));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

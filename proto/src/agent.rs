@@ -17,6 +17,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::roster::{Roster, RosterDigest};
+
 /// The largest frame either side accepts (a launch carries the batch script).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
@@ -80,6 +82,22 @@ pub enum AgentMessage {
         id: u64,
         /// What.
         report: AgentReport,
+    },
+    /// A heartbeat that also says how this agent stands with the leader: what
+    /// agents of this build send (a controller still takes `Heartbeat` from
+    /// older ones, and counts them as not confirming the round trip).
+    HeartbeatV2 {
+        /// Increases by one per heartbeat.
+        seq: u64,
+        /// Attempts whose processes run here now.
+        running: Vec<(JobId, AttemptNumber)>,
+        /// GPU health.
+        gpus: Vec<GpuHealthSample>,
+        /// The newest acknowledgement this session received: the leader,
+        /// knowing when it sent it, learns that the way back works.
+        last_ack: Option<u64>,
+        /// The roster this agent holds (none yet: `None`).
+        roster: Option<RosterDigest>,
     },
 }
 
@@ -261,6 +279,10 @@ pub enum ControllerMessage {
         /// Between the first signal and SIGKILL.
         grace_ms: u64,
     },
+    /// Every node of the cluster and where its agent answers: sent once the
+    /// agent's heartbeats show it takes it (`HeartbeatV2`), and again on
+    /// every change.
+    Roster(Roster),
 }
 
 /// Which processes of an attempt a signal reaches, as Slurm decides it: by

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod agent;
 pub mod records;
+pub mod roster;
 pub mod step;
 
 /// The gRPC metadata key with which a controller that does not lead names the

@@ -197,6 +197,9 @@ pub enum StepControl {
     /// `srun --pty`'s terminal was resized: task 0's terminal takes the new
     /// size (after `Run`, and agent to agent after `Launch`).
     Resize(TerminalSize),
+    /// Agent to agent (first message only): does this node reach a leader
+    /// now, and which roster does it hold? Answered `Reach`.
+    Reach,
 }
 
 /// How a step's ranks are dealt to its nodes (`-m/--distribution`).
@@ -422,6 +425,13 @@ pub enum StepEvent {
     /// The text, when there is one, says why it ended without its command's
     /// status.
     Released(u8, Option<String>),
+    /// How this node stands with the controllers (to `Reach` only).
+    Reach {
+        /// A leader acknowledged one of this agent's heartbeats lately.
+        reaches_leader: bool,
+        /// The roster this agent holds.
+        roster: Option<crate::roster::RosterDigest>,
+    },
 }
 
 /// What one node's processes of a job use now, for `sstat`.

@@ -11,30 +11,84 @@
 //! replica's leadership after it arrived (`LeaderConfirmation`): openraft does not
 //! make a leader cut off from the majority step down, and such a leader must not
 //! keep its agents' jobs running while the new leader requeues them.
+//!
+//! A silent node is declared down only while a majority of the roster (every
+//! defined node) reaches this leader and has for the whole wait
+//! (`node_majority`): otherwise the silence may be this leader's own, or an
+//! outage every agent rides through on the other nodes' word. The monitor
+//! also keeps the roster the sessions hand to agents.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use corral_consensus::Replica;
+use corral_proto::roster::Roster;
 use corral_state::Command;
 use corral_state::ids::{Actor, Role};
 use corral_state::node::Availability;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::node_majority::{self, Echo, Gate, Runs};
 use crate::clock;
 use crate::retry_pause::RetryPause;
 
-/// When each node was last heard from (this term), and which nodes have been
-/// silent for a few heartbeats.
-#[derive(Debug, Default, Clone)]
+/// When each node was last heard from (this term), which nodes have been
+/// silent for a few heartbeats, each node's latest heartbeat that confirmed
+/// the way back, and the roster.
+#[derive(Debug, Clone)]
 pub struct Heartbeats {
     last: Arc<Mutex<HashMap<String, Instant>>>,
     not_responding: Arc<Mutex<BTreeSet<String>>>,
+    echoes: Arc<Mutex<HashMap<String, Echo>>>,
+    roster: Arc<watch::Sender<Option<Arc<Roster>>>>,
+}
+
+impl Default for Heartbeats {
+    fn default() -> Self {
+        Heartbeats {
+            last: Arc::default(),
+            not_responding: Arc::default(),
+            echoes: Arc::default(),
+            roster: Arc::new(watch::channel(None).0),
+        }
+    }
 }
 
 impl Heartbeats {
+    /// Records a heartbeat of `node` that echoed an acknowledgement sent at
+    /// `ack_sent` and named the roster it holds.
+    pub fn echo(&self, node: &str, echo: Echo) {
+        if let Ok(mut echoes) = self.echoes.lock() {
+            echoes.insert(node.to_string(), echo);
+        }
+    }
+
+    /// The nodes that reach this leader now holding the roster `digest`.
+    pub fn reaching(&self, digest: corral_proto::roster::RosterDigest) -> BTreeSet<String> {
+        self.echoes
+            .lock()
+            .map(|echoes| node_majority::reaching(&echoes, digest, Instant::now()))
+            .unwrap_or_default()
+    }
+
+    /// Follows the roster sessions hand to agents.
+    pub fn roster(&self) -> watch::Receiver<Option<Arc<Roster>>> {
+        self.roster.subscribe()
+    }
+
+    /// Publishes `roster` when it differs from the one held.
+    fn publish_roster(&self, roster: Roster) {
+        self.roster.send_if_modified(|held| {
+            if held.as_deref() == Some(&roster) {
+                return false;
+            }
+            *held = Some(Arc::new(roster));
+            true
+        });
+    }
+
     /// Records a heartbeat (or any message) from `node`.
     pub fn beat(&self, node: &str) {
         if let Ok(mut last) = self.last.lock() {
@@ -49,6 +103,9 @@ impl Heartbeats {
     fn forget_all(&self) {
         if let Ok(mut last) = self.last.lock() {
             last.clear();
+        }
+        if let Ok(mut echoes) = self.echoes.lock() {
+            echoes.clear();
         }
         self.mark_not_responding(BTreeSet::new());
     }
@@ -182,6 +239,10 @@ pub async fn monitor(
         Duration::MAX,
     );
     let mut next_try = Instant::now();
+    let mut runs = Runs::default();
+    // The silent nodes last withheld from a declaration, so each change is
+    // logged once.
+    let mut withheld: BTreeSet<String> = BTreeSet::new();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
@@ -199,6 +260,7 @@ pub async fn monitor(
             (false, _) => {
                 if leading.take().is_some() {
                     heartbeats.mark_not_responding(BTreeSet::new());
+                    runs.clear();
                 }
                 continue;
             }
@@ -206,21 +268,31 @@ pub async fn monitor(
             (true, _) => {
                 // A new term: every node gets a full timeout from now.
                 heartbeats.forget_all();
+                runs.clear();
                 leading = Some((term, Instant::now()));
                 continue;
             }
         };
-        let up: Vec<String> = match replica.read_local(|s| {
-            s.nodes()
+        let Ok((up, roster)) = replica.read_local(|s| {
+            let up: Vec<String> = s
+                .nodes()
                 .values()
                 .filter(|n| matches!(n.availability, Availability::Up { .. }))
                 .map(|n| n.name.clone())
-                .collect()
-        }) {
-            Ok(up) => up,
-            Err(_) => continue,
+                .collect();
+            (up, roster_of(s))
+        }) else {
+            continue;
         };
+        let roster_size = roster.members.len();
+        let digest = roster.digest;
+        heartbeats.publish_roster(roster);
         let now = Instant::now();
+        if *without_quorum.borrow() {
+            runs.clear();
+        } else {
+            runs.observe(now, &heartbeats.reaching(digest));
+        }
         let quiet = silent_nodes(
             &up,
             |node| heartbeats.last(node),
@@ -233,8 +305,27 @@ pub async fn monitor(
         // A leader no quorum acknowledges cannot commit a declaration (and
         // may be the one cut off): it declares nothing until a quorum answers.
         if silent.is_empty() || *without_quorum.borrow() || now < next_try {
+            if silent.is_empty() {
+                withheld.clear();
+            }
             continue;
         }
+        if let Gate::Closed { held, needed, of } =
+            node_majority::gate(runs.held(now, down_after), roster_size)
+        {
+            let names: BTreeSet<String> = silent.iter().map(|(n, _)| n.clone()).collect();
+            if names != withheld {
+                tracing::warn!(
+                    silent = ?names,
+                    "not declaring {} silent node(s) down: only {held} of the {of} nodes have reached this leader for the last {:.0} s ({needed} needed), so this may be an outage on the controllers' side, which agents ride through; once a majority answers, they are declared down, or an operator does it now with `scontrol update NodeName=... State=DOWN`",
+                    names.len(),
+                    down_after.as_secs_f64()
+                );
+                withheld = names;
+            }
+            continue;
+        }
+        withheld.clear();
         // Every due node in one proposal: a slow commit for one node must not
         // hold up the others' declarations.
         let at = clock::now();
@@ -277,6 +368,20 @@ pub async fn monitor(
             }
         }
     }
+}
+
+/// The roster: every defined node, with its agent's step address.
+pub(crate) fn roster_of(state: &corral_state::ClusterState) -> Roster {
+    Roster::new(
+        state
+            .nodes()
+            .values()
+            .map(|n| {
+                let address = n.registration.as_ref().and_then(|r| r.step_address.clone());
+                (n.name.clone(), address)
+            })
+            .collect(),
+    )
 }
 
 /// The nodes of `up` silent for `down_after` or longer by `now`, with how

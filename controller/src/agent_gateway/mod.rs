@@ -7,6 +7,7 @@
 //! registry.
 
 pub mod liveness;
+pub mod node_majority;
 pub mod reconcile;
 pub mod registry;
 mod reports;

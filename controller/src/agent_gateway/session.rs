@@ -25,6 +25,7 @@ use corral_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::liveness::{Heartbeats, LeaderConfirmation, PendingAcks, acknowledgeable};
+use super::node_majority::Echo;
 use super::reconcile::{Instruction, SessionMemory, lost_attempts, reconcile};
 use super::registry::{AgentSessions, Relay};
 use super::reports::propose_in_order;
@@ -221,6 +222,11 @@ async fn run(
     let mut stopping = ctx.stopping.clone();
     let mut confirmed = ctx.confirmation.subscribe();
     let mut pending_acks = PendingAcks::new();
+    // When each recent acknowledgement left, for the echoes in heartbeats.
+    let mut acks_sent = AcksSent::default();
+    // The roster goes to agents that show they take it (`HeartbeatV2`).
+    let mut roster = ctx.heartbeats.roster();
+    let mut roster_wanted = false;
     let mut ticks = tokio::time::interval(RECONCILE_EVERY);
     let outcome = loop {
         tokio::select! {
@@ -233,6 +239,19 @@ async fn run(
                         // Acknowledged once a quorum confirms this replica
                         // still leads (see `liveness`).
                         pending_acks.push_back((seq, tokio::time::Instant::now()));
+                    }
+                    AgentMessage::HeartbeatV2 { seq, running, last_ack, roster: held, .. } => {
+                        memory.heard(running);
+                        let now = tokio::time::Instant::now();
+                        pending_acks.push_back((seq, now));
+                        if let Some(ack_sent) = last_ack.and_then(|a| acks_sent.when(a)) {
+                            ctx.heartbeats.echo(&node, Echo { heard: now, ack_sent, roster: held });
+                        }
+                        let current = roster.borrow().as_ref().map(|r| r.digest);
+                        if !roster_wanted || (current.is_some() && held != current) {
+                            roster_wanted = true;
+                            roster.mark_changed();
+                        }
                     }
                     AgentMessage::Report { id, report } => {
                         if reports_tx.try_send((id, report)).is_err() {
@@ -259,7 +278,18 @@ async fn run(
                     break Ok(());
                 }
                 let at = *confirmed.borrow_and_update();
-                if let Err(e) = acknowledge(&mut pending_acks, at, send).await {
+                if let Err(e) = acknowledge(&mut pending_acks, at, &mut acks_sent, send).await {
+                    break Err(e);
+                }
+            }
+            changed = roster.changed(), if roster_wanted => {
+                if changed.is_err() {
+                    break Ok(());
+                }
+                let current = roster.borrow_and_update().clone();
+                if let Some(current) = current
+                    && let Err(e) = write(send, &ControllerMessage::Roster((*current).clone())).await
+                {
                     break Err(e);
                 }
             }
@@ -316,12 +346,34 @@ async fn report_done(ids: Vec<(u64, bool)>, send: &mut quinn::SendStream) -> Res
 async fn acknowledge(
     pending: &mut PendingAcks,
     confirmed: Option<tokio::time::Instant>,
+    acks_sent: &mut AcksSent,
     send: &mut quinn::SendStream,
 ) -> Result<(), String> {
     for seq in acknowledgeable(pending, confirmed) {
+        acks_sent.sent(seq, tokio::time::Instant::now());
         write(send, &ControllerMessage::HeartbeatAck { seq }).await?;
     }
     Ok(())
+}
+
+/// When the latest acknowledgements of one session left (the last few: a
+/// heartbeat echoes the newest its agent received).
+#[derive(Debug, Default)]
+struct AcksSent(std::collections::VecDeque<(u64, tokio::time::Instant)>);
+
+impl AcksSent {
+    const KEPT: usize = 16;
+
+    fn sent(&mut self, seq: u64, at: tokio::time::Instant) {
+        if self.0.len() == Self::KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back((seq, at));
+    }
+
+    fn when(&self, seq: u64) -> Option<tokio::time::Instant> {
+        self.0.iter().find(|(s, _)| *s == seq).map(|(_, at)| *at)
+    }
 }
 
 /// Sends what reconciliation says the agent needs now.

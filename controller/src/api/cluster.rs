@@ -268,8 +268,16 @@ pub async fn admin(ctx: &ApiContext, caller: &Caller, request: AdminRequest) -> 
     let by = caller.admin("changing the cluster configuration")?;
     let change: AdminChange = records::decode("admin change", &request.change_json)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    ctx.propose_one(change.into_command(by, clock::now()))
-        .await?;
+    let changes_nodes = ctx
+        .replica
+        .read_local(|s| super::node_set::changes_node_set(&change, |n| s.nodes().contains_key(n)))
+        .map_err(super::status::read)?;
+    if changes_nodes {
+        super::node_set::change(ctx, change, by).await?;
+    } else {
+        ctx.propose_one(change.into_command(by, clock::now()))
+            .await?;
+    }
     ctx.wake_scheduler.notify_one();
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod caller;
 mod cluster;
 mod job_target;
 mod jobs;
+mod node_set;
 mod nodes;
 pub mod planning_limits;
 mod priorities;
@@ -64,6 +65,10 @@ pub struct ApiContext {
     pub clock_offsets: crate::clock_skew::ClockOffsets,
     /// Who may run the scheduler on their behalf now (`--test-only`, explain).
     pub planning: Arc<planning_limits::PlanningLimits>,
+    /// The agents' heartbeats as the leader sees them (who holds the roster).
+    pub heartbeats: crate::agent_gateway::liveness::Heartbeats,
+    /// Held while a change to the set of nodes waits and commits: one at a time.
+    pub node_set_changes: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ApiContext {

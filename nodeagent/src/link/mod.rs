@@ -60,6 +60,8 @@ pub struct LinkParts {
     pub lease: Lease,
     /// GPU health for heartbeats.
     pub health: HealthSource,
+    /// The roster the leader last sent (for [`crate::outage`]).
+    pub roster: watch::Sender<Option<std::sync::Arc<corral_proto::roster::Roster>>>,
 }
 
 /// Pause between discovery rounds that found no leader: short at first (an

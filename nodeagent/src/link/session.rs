@@ -93,6 +93,7 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
         lease_length,
         sent_at: BTreeMap::new(),
         last_ack: Instant::now(),
+        last_acked_seq: None,
         seq: 0,
     };
     let mut beats = tokio::time::interval(heartbeat);
@@ -174,6 +175,8 @@ struct Session<'a> {
     sent_at: BTreeMap<u64, Instant>,
     /// When the last acknowledgement came (or the session began).
     last_ack: Instant,
+    /// The newest heartbeat acknowledged in this session.
+    last_acked_seq: Option<u64>,
     seq: u64,
 }
 
@@ -220,10 +223,12 @@ impl Session<'_> {
                 problem: s.problem.clone(),
             })
             .collect();
-        let beat = AgentMessage::Heartbeat {
+        let beat = AgentMessage::HeartbeatV2 {
             seq: self.seq,
             running: self.parts.supervisor.held(),
             gpus,
+            last_ack: self.last_acked_seq,
+            roster: self.parts.roster.borrow().as_ref().map(|r| r.digest),
         };
         self.write(&beat).await
     }
@@ -235,6 +240,7 @@ impl Session<'_> {
                 if let Some(at) = self.sent_at.remove(&seq) {
                     self.parts.lease.renew(at, self.lease_length);
                     self.last_ack = Instant::now();
+                    self.last_acked_seq = Some(seq);
                 }
                 // Acknowledgements come in order: older ones were lost with
                 // nothing to renew.
@@ -262,6 +268,19 @@ impl Session<'_> {
             }
             ControllerMessage::Welcome { .. } => {
                 return Err(Ended::Closed("a second welcome".into()));
+            }
+            ControllerMessage::Roster(roster) => {
+                let held = self.parts.roster.borrow().as_ref().map(|r| r.digest);
+                if held != Some(roster.digest) {
+                    tracing::info!(
+                        nodes = roster.members.len(),
+                        digest = %roster.digest,
+                        "holds the cluster's roster"
+                    );
+                }
+                self.parts
+                    .roster
+                    .send_replace(Some(std::sync::Arc::new(roster)));
             }
         }
         Ok(())

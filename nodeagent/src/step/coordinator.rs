@@ -62,6 +62,8 @@ pub struct StepService {
     pub allocations: Allocations,
     /// The GPUs' latest health samples (for `sstat`).
     pub gpu_samples: watch::Receiver<Vec<GpuSample>>,
+    /// How this node stands with the controllers, for other agents that ask.
+    pub standing: crate::outage::Standing,
 }
 
 /// Who asks.
@@ -214,6 +216,7 @@ where
                 Some(StepControl::Stdin(_)) => "Stdin",
                 Some(StepControl::StdinEnd) => "StdinEnd",
                 Some(StepControl::Resize(_)) => "Resize",
+                Some(StepControl::Reach) => "Reach",
             };
             let refusal = StepEvent::Refused(format!(
                 "{} may not open a step request with {what}",

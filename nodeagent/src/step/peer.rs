@@ -8,6 +8,9 @@
 //! own certificates for steps into their running jobs and for the hold on an
 //! allocation ([`super::coordinator::handle`]); only agents send shares.
 //!
+//! Agents also ask each other here whether a leader reaches them
+//! ([`StepControl::Reach`], see [`crate::outage`]).
+//!
 //! A launch is accepted only from the agent of a node of the same attempt's
 //! allocation, and only for the attempt that runs here now: a step of a
 //! requeued attempt cannot start on its old nodes (fencing).
@@ -60,7 +63,7 @@ pub async fn serve(endpoint: quinn::Endpoint, service: StepService) {
                 let identity = identity.clone();
                 match identity.role {
                     Role::Agent => {
-                        tokio::spawn(serve_share(service.supervisor, identity.name, send, recv));
+                        tokio::spawn(serve_share(service, identity.name, send, recv));
                     }
                     Role::User | Role::Operator | Role::Admin => {
                         tokio::spawn(serve_user(service, identity, send, recv));
@@ -113,15 +116,22 @@ async fn serve_user(
     let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
 }
 
-/// One share asked for by the agent of node `from`.
+/// One share asked for by the agent of node `from`, or its question whether
+/// this node reaches a leader (see [`crate::outage`]).
 async fn serve_share(
-    supervisor: Supervisor,
+    service: StepService,
     from: String,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
+    let supervisor = service.supervisor;
     let launch = match read_frame::<_, StepControl>(&mut recv).await {
         Ok(Some(StepControl::Launch(launch))) => *launch,
+        Ok(Some(StepControl::Reach)) => {
+            let _ = write_frame(&mut send, &service.standing.answer()).await;
+            let _ = send.finish();
+            return;
+        }
         Ok(_) => {
             let refusal = StepEvent::Refused("the first message was not a step launch".into());
             let _ = write_frame(&mut send, &refusal).await;
@@ -334,7 +344,7 @@ async fn remote_share(
     result
 }
 
-async fn resolve(address: &str) -> Result<SocketAddr, String> {
+pub(crate) async fn resolve(address: &str) -> Result<SocketAddr, String> {
     tokio::net::lookup_host(address)
         .await
         .map_err(|e| format!("cannot resolve step address {address}: {e}"))?

@@ -342,12 +342,14 @@ where
                         return Ok(exit::REFUSED);
                     }
                     StepEvent::Finished => break true,
-                    // Answers to checkpoints and allocation holds; never part of a step.
+                    // Answers to checkpoints, allocation holds and other
+                    // agents; never part of a step.
                     StepEvent::Accepted
                     | StepEvent::Held(_)
                     | StepEvent::Attached { .. }
                     | StepEvent::Usage(_)
-                    | StepEvent::Released(..) => {}
+                    | StepEvent::Released(..)
+                    | StepEvent::Reach { .. } => {}
                 }
                 if bad_exit && kill_on_bad_exit && !killing {
                     killing = true;
