@@ -4,7 +4,9 @@
 //! every GPU: two 2-node gangs whose ranks run through `srun`, and four
 //! single-node jobs. Then the leader is SIGKILLed `--kills` times (and started
 //! again each time), SIGSTOPped for each of `--stops` seconds, and every
-//! controller is killed for `--outage` seconds and started again.
+//! controller is killed for each of `--outage` seconds and started again
+//! (`--kills 0 --stops 0 --outage 60,300`: the controllers away for a minute,
+//! then five, which the agents ride through on each other's word).
 //!
 //! Figures: jobs killed (a job whose attempt changed, or that no longer runs,
 //! lost its work since its last checkpoint), fencing events in the agents'
@@ -41,12 +43,15 @@ pub struct FailoverJobsArgs {
     /// Leader SIGKILLs (each followed by a restart of the killed controller).
     #[arg(long, default_value_t = 10)]
     kills: usize,
-    /// Leader SIGSTOPs, each this many seconds long (comma-separated).
+    /// Leader SIGSTOPs, each this many seconds long (comma-separated; 0: none).
     #[arg(long, value_delimiter = ',', default_value = "3,12")]
     stops: Vec<u64>,
-    /// Seconds every controller stays killed (0: no outage).
-    #[arg(long, default_value_t = 2)]
-    outage: u64,
+    /// Outages of every controller, each this many seconds long
+    /// (comma-separated; 0 or none: no outage). Longer than the lease and
+    /// margin (15 s), they show that agents keep their jobs while the
+    /// controllers are away.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    outage: Vec<u64>,
     /// Where `corral`, `corrald` and `corral-agent` are (default: beside this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -81,10 +86,18 @@ async fn run_async(args: &FailoverJobsArgs) -> anyhow::Result<()> {
     let watcher = Watcher::start(Duration::from_millis(50));
     let jobs = start_jobs(&cluster).await?;
     let mut faults: Vec<Fault> = vec![Fault::Kill; args.kills];
-    faults.extend(args.stops.iter().map(|s| Fault::Stop(*s)));
-    if args.outage > 0 {
-        faults.push(Fault::Outage(args.outage));
-    }
+    faults.extend(
+        args.stops
+            .iter()
+            .filter(|s| **s > 0)
+            .map(|s| Fault::Stop(*s)),
+    );
+    faults.extend(
+        args.outage
+            .iter()
+            .filter(|s| **s > 0)
+            .map(|s| Fault::Outage(*s)),
+    );
     let mut report = Report::default();
     let (mut election, mut reattach) = (Samples::default(), Samples::default());
     for fault in &faults {

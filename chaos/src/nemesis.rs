@@ -22,8 +22,10 @@ pub enum Fault {
     KillLeader,
     /// SIGKILL a controller picked at random; start it again after two seconds.
     KillController,
-    /// SIGKILL every controller; start them again after two seconds.
-    KillAllControllers,
+    /// SIGKILL every controller; start them again after this many seconds
+    /// (past the lease and margin: the agents keep their jobs on each
+    /// other's word that no leader reaches them).
+    KillAllControllers(u64),
     /// SIGTERM a controller (a service stop) and start it from its disk.
     RestartController,
     /// SIGSTOP the leader for this many seconds.
@@ -79,7 +81,8 @@ impl Fault {
         match self {
             Fault::KillLeader => "kill-leader".into(),
             Fault::KillController => "kill-controller".into(),
-            Fault::KillAllControllers => "kill-all-controllers".into(),
+            Fault::KillAllControllers(2) => "kill-all-controllers".into(),
+            Fault::KillAllControllers(s) => format!("kill-all-controllers-{s}s"),
             Fault::RestartController => "restart-controller".into(),
             Fault::PauseLeader(s) => format!("pause-leader-{s}s"),
             Fault::KillAgent => "kill-agent".into(),
@@ -138,7 +141,7 @@ impl Fault {
         let needs: &[&str] = match self {
             Fault::KillLeader
             | Fault::KillController
-            | Fault::KillAllControllers
+            | Fault::KillAllControllers(_)
             | Fault::KillLeaderAtPreemption => &["kill-controller", "start-controller"],
             Fault::KillVictimAgentAtPreemption => &["kill-agent", "start-agent"],
             Fault::RestartController => &["stop-controller", "start-controller"],
@@ -341,13 +344,13 @@ fn inject(
                 healed,
             )
         }
-        Fault::KillAllControllers => {
+        Fault::KillAllControllers(seconds) => {
             begin_cutting("every controller", every_node());
             let all = || cluster.controllers.iter().map(|id| controller(*id));
             hold_fault(
                 (
                     || all().try_for_each(|c| control.act(Act::Kill, &c)),
-                    secs(2),
+                    secs(seconds),
                 ),
                 // Every one is started, even after one fails to.
                 || {

@@ -59,8 +59,14 @@ pub fn all() -> Vec<Scenario> {
         s(
             "kill-all-controllers",
             "SIGKILL every controller, restart them 2 s later",
-            vec![Fault::KillAllControllers],
+            vec![Fault::KillAllControllers(2)],
             10,
+        ),
+        s(
+            "controllers-away",
+            "SIGKILL every controller for 30 s, twice the lease and margin: the agents keep every job on each other's word",
+            vec![Fault::KillAllControllers(30)],
+            5,
         ),
         s(
             "restart-controller",
@@ -129,7 +135,8 @@ pub fn all() -> Vec<Scenario> {
                 Fault::KillLeader,
                 Fault::PauseLeader(3),
                 Fault::KillController,
-                Fault::KillAllControllers,
+                Fault::KillAllControllers(2),
+                Fault::KillAllControllers(30),
                 Fault::RestartController,
                 Fault::KillAgent,
                 Fault::PauseAgent(18),

@@ -10,6 +10,9 @@ use crate::history::{EventKind, History};
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
+    /// What kind (`kill-leader`, `isolate-agent-20s`, ...), as its
+    /// `FaultBegin` named it.
+    pub kind: String,
     /// When it began, ms.
     pub began: u64,
     /// When it healed, ms (the history's end when it never did).
@@ -23,10 +26,16 @@ pub fn of(history: &History) -> Vec<Fault> {
     let mut faults: BTreeMap<u64, Fault> = BTreeMap::new();
     for event in &history.events {
         match &event.kind {
-            EventKind::FaultBegin { fault, cut_off, .. } => {
+            EventKind::FaultBegin {
+                fault,
+                kind,
+                cut_off,
+                ..
+            } => {
                 faults.insert(
                     *fault,
                     Fault {
+                        kind: kind.clone(),
                         began: event.t,
                         healed: history.end(),
                         cut_off: cut_off.clone(),

@@ -2,6 +2,7 @@
 //! from a history to a [`Verdict`].
 
 pub mod accounting;
+pub mod controller_outage;
 pub mod gang;
 pub mod gpu_exclusivity;
 pub mod leadership;
@@ -30,5 +31,6 @@ pub fn check_all(history: &History) -> Vec<Verdict> {
         reads::check(history),
         preempt_requeue::check(history),
         preempt_grace::check(history),
+        controller_outage::check(history),
     ]
 }

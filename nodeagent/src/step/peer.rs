@@ -272,14 +272,11 @@ async fn remote_share(
     mut control: mpsc::Receiver<Signal>,
     mut input: mpsc::UnboundedReceiver<InputPiece>,
 ) -> Result<(), String> {
-    let target = resolve(address).await?;
-    let connecting = endpoint
-        .connect(target, node)
-        .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))?;
-    let connection = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-        .await
-        .map_err(|_| format!("the agent of {node} at {address} did not answer within 5 s"))?
-        .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))?;
+    let Some(connection) = connect_patiently(endpoint, node, address, &mut control).await? else {
+        return Err(format!(
+            "the step ended before the agent of {node} at {address} answered"
+        ));
+    };
     let (mut send, mut recv) = connection
         .open_bi()
         .await
@@ -342,6 +339,52 @@ async fn remote_share(
     forwarder.abort();
     connection.close(0u32.into(), b"done");
     result
+}
+
+/// Connects to `node`'s agent at `address`, trying again for as long as it
+/// does not answer: a node whose agent is gone (dead, restarting, cut off) is
+/// the controllers' to judge, as slurmd's absence is slurmctld's. If they
+/// declare the node down, the job fails over and this step is killed with the
+/// rest of the attempt (the step's control channel closes, and the wait with
+/// it); if the agent comes back, the share starts there. `None`: the step
+/// ended (or was signalled) first.
+async fn connect_patiently(
+    endpoint: &quinn::Endpoint,
+    node: &str,
+    address: &str,
+    control: &mut mpsc::Receiver<Signal>,
+) -> Result<Option<quinn::Connection>, String> {
+    // An address that does not resolve is a mistake, not an absence: it fails now.
+    let target = resolve(address).await?;
+    let mut tries = 0u32;
+    loop {
+        let attempt = async {
+            let connecting = endpoint
+                .connect(target, node)
+                .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))?;
+            tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+                .await
+                .map_err(|_| format!("the agent of {node} at {address} did not answer within 5 s"))?
+                .map_err(|e| format!("cannot reach the agent of {node} at {address}: {e}"))
+        };
+        let failed = tokio::select! {
+            connected = attempt => match connected {
+                Ok(connection) => return Ok(Some(connection)),
+                Err(e) => e,
+            },
+            // The step ended or was signalled before the share began.
+            _ = control.recv() => return Ok(None),
+        };
+        if tries == 0 {
+            tracing::warn!(%node, %address, "{failed}; the step waits for it, or for the controllers to declare the node down");
+        }
+        tries = tries.saturating_add(1);
+        let pause = Duration::from_millis(250u64 << tries.min(3));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = control.recv() => return Ok(None),
+        }
+    }
 }
 
 pub(crate) async fn resolve(address: &str) -> Result<SocketAddr, String> {
