@@ -243,6 +243,10 @@ pub async fn monitor(
     // The silent nodes last withheld from a declaration, so each change is
     // logged once.
     let mut withheld: BTreeSet<String> = BTreeSet::new();
+    // Whether this term's state has been read linearizably: a replica that
+    // leads again at once after a restart (its vote survived) may not have
+    // applied its log yet, and its local state is then empty or old.
+    let mut caught_up = false;
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
@@ -269,10 +273,21 @@ pub async fn monitor(
                 // A new term: every node gets a full timeout from now.
                 heartbeats.forget_all();
                 runs.clear();
+                caught_up = false;
                 leading = Some((term, Instant::now()));
                 continue;
             }
         };
+        if !caught_up {
+            let read = tokio::time::timeout(Duration::from_secs(2), replica.read(|_| ()));
+            tokio::select! {
+                read = read => caught_up = matches!(read, Ok(Ok(()))),
+                _ = stop.changed() => return,
+            }
+            if !caught_up {
+                continue;
+            }
+        }
         let Ok((up, roster)) = replica.read_local(|s| {
             let up: Vec<String> = s
                 .nodes()

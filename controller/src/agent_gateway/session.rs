@@ -142,10 +142,15 @@ async fn run(
         write(send, &ControllerMessage::NotLeader { leader: None }).await?;
         return Ok(());
     }
-    let defined = ctx
-        .replica
-        .read_local(|s| s.nodes().contains_key(&node))
-        .unwrap_or(false);
+    // Linearizable: a replica that leads again at once after a restart may
+    // not have applied its log yet, and would find no node defined.
+    let defined = match ctx.replica.read(|s| s.nodes().contains_key(&node)).await {
+        Ok(defined) => defined,
+        Err(e) => {
+            write(send, &ControllerMessage::NotLeader { leader: None }).await?;
+            return Err(format!("cannot read the cluster's state yet: {e}"));
+        }
+    };
     if !defined {
         let reason = format!(
             "node '{node}' is not defined in this cluster; an administrator adds it with `corral admin node define`"

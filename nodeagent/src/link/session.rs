@@ -270,6 +270,16 @@ impl Session<'_> {
                 return Err(Ended::Closed("a second welcome".into()));
             }
             ControllerMessage::Roster(roster) => {
+                // A leader that registered this node knows it: a roster
+                // without it is a leader's state not caught up yet, and would
+                // give this node no say. Kept out.
+                if !roster.members.contains_key(self.parts.supervisor.node()) {
+                    tracing::warn!(
+                        nodes = roster.members.len(),
+                        "the leader sent a roster without this node; keeping the one held"
+                    );
+                    return Ok(());
+                }
                 let held = self.parts.roster.borrow().as_ref().map(|r| r.digest);
                 if held != Some(roster.digest) {
                     tracing::info!(
