@@ -83,7 +83,7 @@ pub fn run(args: &FailoverJobsArgs) -> anyhow::Result<()> {
 
 async fn run_async(args: &FailoverJobsArgs) -> anyhow::Result<()> {
     let cluster = LocalCluster::up(args.bin_dir.as_deref(), 4)?;
-    let watcher = Watcher::start(Duration::from_millis(50));
+    let watcher = Watcher::start(Duration::from_millis(50), cluster.dir().to_path_buf());
     let jobs = start_jobs(&cluster).await?;
     let mut faults: Vec<Fault> = vec![Fault::Kill; args.kills];
     faults.extend(

@@ -2,7 +2,9 @@
 //! live process whose environment names a job attempt (`SLURM_JOB_ID`,
 //! `CORRAL_ATTEMPT`), its node (`SLURMD_NODENAME`) and its GPUs
 //! (`CUDA_VISIBLE_DEVICES`). Two attempts on one GPU at one look is a GPU
-//! given twice, whatever the controllers' state says.
+//! given twice, whatever the controllers' state says. Only the jobs submitted
+//! from the benchmark's cluster directory count (`SLURM_SUBMIT_DIR`): another
+//! local cluster on the same machine names its nodes `gpu01`... too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,8 +18,8 @@ pub type AttemptKey = (u64, u32);
 /// The attempts seen on each (node, GPU).
 pub type Occupancy = BTreeMap<(String, u32), BTreeSet<AttemptKey>>;
 
-/// Looks once.
-pub fn look() -> Occupancy {
+/// Looks once, at the jobs submitted from under `submitted_under`.
+pub fn look(submitted_under: &std::path::Path) -> Occupancy {
     let mut occupancy = Occupancy::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return occupancy;
@@ -37,6 +39,13 @@ pub fn look() -> Occupancy {
         let Some(process) = JobProcess::from_environ(&environ) else {
             continue;
         };
+        if !process
+            .submit_dir
+            .as_deref()
+            .is_some_and(|dir| std::path::Path::new(dir).starts_with(submitted_under))
+        {
+            continue;
+        }
         let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
             stat.rsplit_once(')')
                 .map(|(_, rest)| rest.trim_start())
@@ -60,6 +69,7 @@ struct JobProcess {
     attempt: AttemptKey,
     node: String,
     gpus: Vec<u32>,
+    submit_dir: Option<String>,
 }
 
 impl JobProcess {
@@ -68,6 +78,7 @@ impl JobProcess {
         let mut attempt = None;
         let mut node = None;
         let mut gpus = Vec::new();
+        let mut submit_dir = None;
         for entry in environ.split(|b| *b == 0) {
             let Ok(entry) = std::str::from_utf8(entry) else {
                 continue;
@@ -79,6 +90,7 @@ impl JobProcess {
                 "SLURM_JOB_ID" => job = value.parse().ok(),
                 "CORRAL_ATTEMPT" => attempt = value.parse().ok(),
                 "SLURMD_NODENAME" => node = Some(value.to_string()),
+                "SLURM_SUBMIT_DIR" => submit_dir = Some(value.to_string()),
                 "CUDA_VISIBLE_DEVICES" => {
                     gpus = value.split(',').filter_map(|g| g.parse().ok()).collect();
                 }
@@ -89,6 +101,7 @@ impl JobProcess {
             attempt: (job?, attempt?),
             node: node?,
             gpus,
+            submit_dir,
         })
     }
 }
@@ -110,8 +123,8 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Starts looking.
-    pub fn start(every: Duration) -> Watcher {
+    /// Starts looking at the jobs submitted from under `submitted_under`.
+    pub fn start(every: Duration, submitted_under: std::path::PathBuf) -> Watcher {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
@@ -119,7 +132,7 @@ impl Watcher {
                 let started = Instant::now();
                 let mut findings = Findings::default();
                 while !stop.load(Ordering::Relaxed) {
-                    let occupancy = look();
+                    let occupancy = look(&submitted_under);
                     findings.looks += 1;
                     for ((node, gpu), attempts) in occupancy {
                         if attempts.len() > 1 {

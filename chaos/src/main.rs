@@ -17,9 +17,11 @@ mod finals;
 mod nemesis;
 mod preemption_watch;
 mod preemptors;
+mod process_sampler;
 mod recorder;
 mod scenario;
 mod site;
+mod soak;
 mod trainer;
 mod workload;
 
@@ -64,9 +66,26 @@ enum Command {
     },
     /// The scenarios `run` knows.
     List,
+    /// Run a scenario (mixed by default) back to back on fresh clusters for
+    /// hours, printing every checker's verdicts after each hour
+    /// (`corral-chaos soak --hours 1 --duration-s 300`).
+    Soak(Box<SoakArgs>),
 }
 
 #[derive(Args)]
+struct SoakArgs {
+    /// Hours to run.
+    #[arg(long, default_value_t = 1)]
+    hours: u32,
+    /// Where the runs go (`DIR/hour-H/seed-S`).
+    #[arg(long, default_value = "chaos-runs/soak")]
+    soak_dir: PathBuf,
+    /// Each run, as `run` takes it (`--seed` is the first run's).
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args, Clone)]
 struct RunArgs {
     /// The scenario (`corral-chaos list`).
     #[arg(long, default_value = "mixed")]
@@ -222,6 +241,14 @@ fn main() -> ExitCode {
             }
             Ok(true)
         }
+        Command::Soak(args) => {
+            soak::soak(args.hours, args.run.seed, &args.soak_dir, |seed, dir| {
+                let mut one = args.run.clone();
+                one.seed = seed;
+                one.out = Some(dir.to_path_buf());
+                run(&one)
+            })
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -352,8 +379,17 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         long_pct: args.long_pct.min(100),
         preemption: scenario.preemption,
     };
+    let sampled: Vec<String> = cluster
+        .controllers
+        .iter()
+        .map(|id| format!("controller-{id}"))
+        .chain(cluster.nodes.iter().map(|n| format!("agent-{n}")))
+        .collect();
     let drained = std::thread::scope(|outer| {
         outer.spawn(|| observe_leaders(&cluster, &recorder, &observer_stop));
+        if let Control::Local { dir, .. } = &cluster.control {
+            outer.spawn(|| process_sampler::run(dir, &sampled, &recorder, &observer_stop));
+        }
         std::thread::scope(|scope| {
             scope.spawn(|| workload::run(load, &shared));
             if scenario.preemption {

@@ -261,6 +261,24 @@ pub enum EventKind {
     },
     /// A job as the cluster holds it at the end of the run.
     Final(FinalJob),
+    /// What one of the cluster's processes had used by then, sampled about
+    /// once a second (procfs on the process's host): cumulative CPU time,
+    /// resident memory, open file descriptors, and the bytes its log file
+    /// had. A restarted process starts its CPU count afresh.
+    ProcessSample {
+        /// The process's name (`controller-2`, `agent-gpu03`).
+        process: String,
+        /// Its pid (changes when it restarts).
+        pid: u32,
+        /// User and system CPU time since it started, ms.
+        cpu_ms: u64,
+        /// Resident memory, KiB.
+        rss_kib: u64,
+        /// Open file descriptors.
+        fds: u64,
+        /// Its log file's size, bytes (all its runs write to the same file).
+        log_bytes: u64,
+    },
 }
 
 /// A client operation.

@@ -488,3 +488,40 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&path, body).unwrap();
     path
 }
+
+/// A job that writes its pid and attempt, runs until `release` appears in its
+/// directory (or `seconds` pass), and writes "done" when it ends on its own.
+pub fn waiting_job(dir: &Path, name: &str, release: &str, seconds: u32) -> PathBuf {
+    script(
+        dir,
+        &format!("{name}.sh"),
+        &format!(
+            "#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --output={name}-%j.out\n\
+             echo \"start attempt=$CORRAL_ATTEMPT node=$SLURMD_NODENAME\"\n\
+             echo $$ > \"$SLURM_SUBMIT_DIR/{name}.pid\"\n\
+             for i in $(seq 1 {tenths}); do [ -e \"$SLURM_SUBMIT_DIR/{release}\" ] && break; sleep 0.1; done\n\
+             echo done\n",
+            tenths = seconds * 10
+        ),
+    )
+}
+
+/// Completed with its first attempt, never requeued, one start in its output.
+pub fn completed_once(cluster: &LocalCluster, id: &str, output: &str) {
+    // Completing (the batch script ended, a node has not confirmed its
+    // cleanup yet) is on the way: wait for the end.
+    let job = wait_job(cluster, id, Duration::from_secs(90), "completion", |j| {
+        j["state"] != "Running" && j["state"] != "Pending" && j["state"] != "Completing"
+    });
+    let text = std::fs::read_to_string(cluster.dir.path().join(output)).unwrap_or_default();
+    assert_eq!(job["state"], "Completed", "{job}\n{text}");
+    assert_eq!(job["attempts"].as_array().map(Vec::len), Some(1), "{job}");
+    assert_eq!(job["requeue_count"], 0, "{job}");
+    assert_eq!(
+        text.matches("start attempt=").count(),
+        1,
+        "ran twice: {text}"
+    );
+    let fenced = cluster.agent_log_lines("lease lapsed");
+    assert!(fenced.is_empty(), "agents fenced their jobs: {fenced:?}");
+}

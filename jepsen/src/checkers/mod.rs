@@ -11,6 +11,7 @@ pub mod preempt_grace;
 pub mod preempt_requeue;
 pub mod reads;
 pub mod requeue;
+pub mod resources;
 pub mod resume;
 pub mod submissions;
 
@@ -32,5 +33,6 @@ pub fn check_all(history: &History) -> Vec<Verdict> {
         preempt_requeue::check(history),
         preempt_grace::check(history),
         controller_outage::check(history),
+        resources::check(history),
     ]
 }
