@@ -3,7 +3,7 @@
 //! ask it whether a node was cut off long enough for the cluster to declare
 //! it down rightly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{EventKind, History};
 
@@ -67,6 +67,40 @@ pub fn cut_off_past_lease(faults: &[Fault], node: &str, t: u64, lease_ms: u64) -
     })
 }
 
+/// Every node the history names: where ranks started, and what faults cut off.
+pub fn nodes_named(history: &History) -> BTreeSet<String> {
+    let mut nodes = BTreeSet::new();
+    for event in &history.events {
+        match &event.kind {
+            EventKind::AttemptStart { node, .. } => {
+                nodes.insert(node.clone());
+            }
+            EventKind::FaultBegin { cut_off, .. } => nodes.extend(cut_off.iter().cloned()),
+            _ => {}
+        }
+    }
+    nodes
+}
+
+/// When `node`'s agent hears at the latest of an end the cluster decided at
+/// `t`, beyond the lease, if at `t` it was inside a fault that cut a majority
+/// of the cluster's `nodes` off from the leader: such agents reach no leader
+/// and say so to each other, so they keep their jobs (a controller outage
+/// is not a node failure) and the leader, hearing a minority, declares none
+/// down; the end reaches them when the fault heals. `None` otherwise.
+pub fn kept_by_majority_until(faults: &[Fault], node: &str, t: u64, nodes: usize) -> Option<u64> {
+    faults
+        .iter()
+        .filter(|f| {
+            f.began <= t
+                && t <= f.healed
+                && f.cut_off.len() > nodes / 2
+                && f.cut_off.iter().any(|n| n == node)
+        })
+        .map(|f| f.healed)
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +117,44 @@ mod tests {
             },
         )
         .event(healed, EventKind::FaultHealed { fault: id });
+    }
+
+    #[test]
+    fn only_a_cut_of_a_majority_keeps_a_node_until_the_heal() {
+        let mut b = Builder::new();
+        b.event(
+            1_000,
+            EventKind::FaultBegin {
+                fault: 1,
+                kind: "halves-12s".into(),
+                target: "a | b".into(),
+                cut_off: vec!["gpu01".into(), "gpu02".into(), "gpu03".into()],
+            },
+        )
+        .event(13_000, EventKind::FaultHealed { fault: 1 });
+        cut(&mut b, 2, (20_000, 40_000), "gpu04");
+        let history = b.history();
+        let faults = of(&history);
+        assert_eq!(nodes_named(&history).len(), 4);
+        assert_eq!(
+            kept_by_majority_until(&faults, "gpu01", 5_000, 4),
+            Some(13_000)
+        );
+        assert_eq!(
+            kept_by_majority_until(&faults, "gpu01", 14_000, 4),
+            None,
+            "after the heal"
+        );
+        assert_eq!(
+            kept_by_majority_until(&faults, "gpu04", 25_000, 4),
+            None,
+            "alone: fenced"
+        );
+        assert_eq!(
+            kept_by_majority_until(&faults, "gpu01", 5_000, 6),
+            None,
+            "half of six"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! and each recorded attempt covers what its ranks observed of their own run
 //! (the cluster never charges for less than the GPUs were used), except that
 //! an end the cluster decided is charged up to the decision, and its ranks
-//! may take up to the lease to die.
+//! may take up to the lease to die (from the heal, on a node cut off with a
+//! majority of the nodes, which keeps its jobs until then).
 
 use crate::attempts::Attempts;
 use crate::history::History;
@@ -20,6 +21,8 @@ pub fn check(history: &History) -> Verdict {
     let view = Attempts::of(history);
     let tolerance = history.header.clock_tolerance_ms;
     let run_end = history.end();
+    let faults = crate::faults::of(history);
+    let nodes = crate::faults::nodes_named(history).len();
     let (mut charged_total, mut expected_total, mut worst) = (0u64, 0u64, 0u64);
     for job in view.finals.values() {
         let mut expected = 0u64;
@@ -45,7 +48,14 @@ pub fn check(history: &History) -> Verdict {
             let late = if decided { history.header.lease_ms } else { 0 } + tolerance;
             for (rank, r) in &observed.ranks {
                 let ran_until = view.rank_end(r);
-                if r.started + tolerance < start || ran_until > end + late {
+                let heard = if decided {
+                    crate::faults::kept_by_majority_until(&faults, &r.node, end, nodes)
+                        .unwrap_or(end)
+                        .max(end)
+                } else {
+                    end
+                };
+                if r.started + tolerance < start || ran_until > heard + late {
                     verdict.violation(
                         Some(r.started),
                         Some(job.job),

@@ -2,7 +2,9 @@
 //! its end started; and when one rank fails (exits non-zero, or an attempt
 //! ends while ranks still run), every other rank ends too: none keeps running
 //! past the attempt's end in the cluster's record by more than the bound
-//! (the lease: a cut-off node's ranks end when its lease runs out).
+//! (the lease: a cut-off node's ranks end when its lease runs out; a node
+//! cut off with a majority of the nodes keeps its jobs until the heal, and
+//! the lease counts from there).
 
 use crate::attempts::Attempts;
 use crate::history::History;
@@ -17,6 +19,8 @@ pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::new(NAME, PROMISE);
     let view = Attempts::of(history);
     let bound = history.header.lease_ms + history.header.clock_tolerance_ms;
+    let faults = crate::faults::of(history);
+    let nodes = crate::faults::nodes_named(history).len();
     let mut gangs = 0u32;
     let mut worst_straggle = 0u64;
     for (key, attempt) in &view.observed {
@@ -63,7 +67,9 @@ pub fn check(history: &History) -> Verdict {
             if until > ended {
                 let straggle = until - ended;
                 worst_straggle = worst_straggle.max(straggle);
-                if straggle > bound {
+                let heard = crate::faults::kept_by_majority_until(&faults, &r.node, ended, nodes)
+                    .unwrap_or(ended);
+                if until > heard.max(ended) + bound {
                     let why = match failed {
                         Some((_, failed_rank)) => format!("rank {failed_rank} failed"),
                         None => "the attempt ended".to_string(),
