@@ -198,12 +198,12 @@ pub fn check(history: &History) -> Verdict {
     let samples: usize = processes.values().map(Vec::len).sum();
     let (mut max_cpu, mut max_log) = (0.0f64, 0.0f64);
     let mut leaks = LeakFigures::default();
-    for (process, samples) in &processes {
+    for (process, samples) in &mut processes {
         // The history is in time order once sorted; a stray unsorted one
         // must not make a window's span negative.
-        let mut samples = samples.clone();
         samples.sort_by_key(|s| s.t);
-        for run in by_pid(&samples) {
+        let samples: &[Sample] = samples;
+        for run in by_pid(samples) {
             let (episodes, highest) = over_bound(run, |s| s.cpu_ms, MAX_CPU_MS_PER_WALL_S);
             max_cpu = max_cpu.max(highest);
             for episode in episodes {
@@ -223,7 +223,7 @@ pub fn check(history: &History) -> Verdict {
             }
             check_leaks(&mut verdict, process, run, &mut leaks);
         }
-        let (episodes, highest) = over_bound(&samples, |s| s.log_bytes, MAX_LOG_BYTES_PER_S);
+        let (episodes, highest) = over_bound(samples, |s| s.log_bytes, MAX_LOG_BYTES_PER_S);
         max_log = max_log.max(highest);
         for episode in episodes {
             let (rate, from, to) = episode.worst;
