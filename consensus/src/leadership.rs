@@ -5,9 +5,11 @@
 //! believing it leads while the others elect a new one. Its metrics say how long
 //! ago a quorum last acknowledged it (`millis_since_quorum_ack`, refreshed on
 //! every turn of its core loop). A leader out of contact for longer than
-//! [`crate::RaftTiming::quorum_contact_timeout`] is *stale*: it refuses new
-//! proposals at once and gives up on those it holds (see the proposer), so
-//! clients and agents go elsewhere instead of waiting out a timeout.
+//! [`crate::RaftTiming::quorum_contact_timeout`] is *stale* and steps down: it
+//! refuses new proposals at once and gives up on those it holds (see the
+//! proposer), stops heartbeating, and is published as not leading, so clients
+//! and agents go elsewhere instead of waiting out a timeout, and the replicas
+//! that reach each other elect a new leader.
 
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::election::STEPPED_DOWN_PROBE;
 use crate::types::{Raft, ReplicaAddr, ReplicaId};
 
 /// Who leads, as this replica sees it.
@@ -70,6 +73,12 @@ impl QuorumContact {
 /// Follows Raft's metrics; publishes leadership changes, and whether this
 /// replica leads without contact with a quorum for over `limit` (both only
 /// when they change).
+///
+/// Past `limit` without a quorum, the leader steps down: it is published as
+/// not leading and knowing no leader, and its heartbeats stop, so the replicas
+/// that still reach each other stop hearing from it and elect another (see
+/// [`crate::election`]). Every [`STEPPED_DOWN_PROBE`] it sends one heartbeat:
+/// an answer from a majority takes it back.
 pub fn follow(
     raft: &Raft,
     id: ReplicaId,
@@ -78,8 +87,11 @@ pub fn follow(
     let (publish, leadership) = watch::channel(Leadership::default());
     let (publish_stale, stale) = watch::channel(false);
     let mut metrics = raft.metrics();
+    let raft = raft.clone();
     tokio::spawn(async move {
         let mut contact = QuorumContact::default();
+        let mut seen = Leadership::default();
+        let mut last_probe: Option<Instant> = None;
         // One timer for the task's life: metrics change thousands of times a
         // second under load, and a new timer per change would cost each time.
         let mut look = tokio::time::interval(LOOK_EVERY);
@@ -90,47 +102,48 @@ pub fn follow(
             if metrics_changed {
                 // Observed only when Raft reports: a reading re-read later
                 // would make an old acknowledgement look recent.
-                let current = {
-                    let m = metrics.borrow_and_update();
-                    let leader = m.current_leader.and_then(|l| {
-                        m.membership_config
-                            .membership()
-                            .get_node(&l)
-                            .map(|addr| (l, addr.clone()))
-                    });
-                    let is_self = m.state == ServerState::Leader && m.current_leader == Some(id);
-                    contact.observe(
-                        now,
-                        is_self.then_some(m.current_term),
-                        m.millis_since_quorum_ack,
-                    );
-                    Leadership {
-                        term: m.current_term,
-                        leader,
-                        is_self,
-                    }
-                };
-                publish.send_if_modified(|published| {
-                    let changed = *published != current;
-                    if changed {
-                        *published = current;
-                    }
-                    changed
+                let m = metrics.borrow_and_update();
+                let leader = m.current_leader.and_then(|l| {
+                    m.membership_config
+                        .membership()
+                        .get_node(&l)
+                        .map(|addr| (l, addr.clone()))
                 });
+                let is_self = m.state == ServerState::Leader && m.current_leader == Some(id);
+                contact.observe(
+                    now,
+                    is_self.then_some(m.current_term),
+                    m.millis_since_quorum_ack,
+                );
+                seen = Leadership {
+                    term: m.current_term,
+                    leader,
+                    is_self,
+                };
             }
             let is_stale = contact.stale(now, limit);
-            publish_stale.send_if_modified(|published| {
+            let became = publish_stale.send_if_modified(|published| {
                 let changed = *published != is_stale;
                 if changed {
                     *published = is_stale;
-                    if is_stale {
-                        tracing::warn!(
-                            "this replica leads but no majority has answered it for over {} ms: refusing proposals until one does (it may be cut off; the others elect a new leader)",
-                            limit.as_millis()
-                        );
-                    } else {
-                        tracing::info!("a majority answers this replica again");
-                    }
+                }
+                changed
+            });
+            if became {
+                step(&raft, is_stale, limit);
+                last_probe = is_stale.then_some(now);
+            } else if is_stale
+                && last_probe
+                    .is_none_or(|at| now.saturating_duration_since(at) >= STEPPED_DOWN_PROBE)
+            {
+                last_probe = Some(now);
+                let _ = raft.trigger().heartbeat().await;
+            }
+            let current = stepped(&seen, is_stale);
+            publish.send_if_modified(|published| {
+                let changed = *published != current;
+                if changed {
+                    *published = current;
                 }
                 changed
             });
@@ -146,6 +159,36 @@ pub fn follow(
         }
     });
     (leadership, stale)
+}
+
+/// Steps down (`stale`) or back: heartbeats stop while stepped down.
+fn step(raft: &Raft, stale: bool, limit: Duration) {
+    raft.runtime_config().heartbeat(!stale);
+    if stale {
+        tracing::warn!(
+            "stepping down: this replica leads but no majority has answered it for over {} ms (it may be cut off); it stops heartbeating and refuses proposals so the others elect a new leader, and probes every {} s",
+            limit.as_millis(),
+            STEPPED_DOWN_PROBE.as_secs()
+        );
+    } else {
+        tracing::info!(
+            "a majority answers this replica again (or it no longer leads): heartbeats resume"
+        );
+    }
+}
+
+/// What is published for what Raft reports: a leader that stepped down
+/// leads no more, and knows no leader.
+pub fn stepped(seen: &Leadership, stale: bool) -> Leadership {
+    if stale && seen.is_self {
+        Leadership {
+            term: seen.term,
+            leader: None,
+            is_self: false,
+        }
+    } else {
+        seen.clone()
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +214,35 @@ mod tests {
         // A later reading that reports an older acknowledgement changes nothing.
         contact.observe(at(1_000), Some(3), Some(500));
         assert!(contact.stale(at(1_891), LIMIT));
+    }
+
+    #[test]
+    fn a_stale_leader_is_published_as_knowing_no_leader() {
+        let addr = ReplicaAddr::default();
+        let leading = Leadership {
+            term: 4,
+            leader: Some((1, addr.clone())),
+            is_self: true,
+        };
+        assert_eq!(stepped(&leading, false), leading);
+        assert_eq!(
+            stepped(&leading, true),
+            Leadership {
+                term: 4,
+                leader: None,
+                is_self: false
+            }
+        );
+        let following = Leadership {
+            term: 4,
+            leader: Some((2, addr)),
+            is_self: false,
+        };
+        assert_eq!(
+            stepped(&following, true),
+            following,
+            "only a leader steps down"
+        );
     }
 
     #[test]

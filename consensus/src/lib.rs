@@ -20,6 +20,7 @@ mod apply_total;
 pub mod call_stream;
 pub mod codec;
 pub mod durable_dir;
+pub mod election;
 pub mod error;
 pub mod flusher;
 pub mod leader_client;

@@ -99,7 +99,8 @@ impl LogStore {
 
     /// The end of the log: the last entry, or the purge point if that is later
     /// (entries left behind by a crash in the middle of a purge).
-    fn last_log_id(&self) -> Result<Option<LogId>, StorageError> {
+    /// The last entry's id (the purge point when the log is empty).
+    pub fn last_log_id(&self) -> Result<Option<LogId>, StorageError> {
         Ok(self.last_entry_id()?.max(self.last_purged()?))
     }
 

@@ -61,6 +61,8 @@ pub enum Method {
     AppendEntries,
     /// Raft Vote.
     Vote,
+    /// Would the peer vote for this replica (no state changes)?
+    PreVote,
     /// Raft InstallSnapshot (one chunk).
     InstallSnapshot,
     /// A forwarded proposal.
@@ -168,6 +170,7 @@ impl PeerNetwork {
         let streamed = match method {
             Method::AppendEntries => CallMethod::AppendEntries,
             Method::Vote => CallMethod::Vote,
+            Method::PreVote => CallMethod::PreVote,
             Method::Propose => CallMethod::Propose,
             Method::InstallSnapshot | Method::Metrics => {
                 return self.call_unary(target, addr, method, payload, ttl).await;
@@ -201,7 +204,7 @@ impl PeerNetwork {
             Method::InstallSnapshot => client.install_snapshot(request).await,
             Method::Propose => client.propose(request).await,
             Method::Metrics => client.metrics(request).await,
-            Method::AppendEntries | Method::Vote => {
+            Method::AppendEntries | Method::Vote | Method::PreVote => {
                 return Err(tonic::Status::unimplemented(format!(
                     "{method:?} travels over the call stream only"
                 )));
@@ -266,9 +269,9 @@ impl PeerConnection {
 
 impl RaftNetwork<TypeConfig> for PeerConnection {
     /// Retry an unreachable peer after about one heartbeat, not openraft's 500 ms:
-    /// a replica that restarts must hear from the leader before its own election
-    /// timer fires, or (without pre-vote in openraft 0.9) its higher term deposes
-    /// a healthy leader.
+    /// a replica that restarts hears from the leader before its own election
+    /// timer fires (its pre-vote would be refused anyway: see
+    /// [`crate::election`]), and a healed one catches up at once.
     fn backoff(&self) -> openraft::network::Backoff {
         openraft::network::Backoff::new(std::iter::repeat(UNREACHABLE_RETRY))
     }

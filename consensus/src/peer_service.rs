@@ -16,6 +16,7 @@ use tonic::codec::Streaming;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
+use crate::election::judge::Judge;
 use crate::pb::peer_server::Peer;
 use crate::pb::{CallMethod, Frame, Payload};
 use crate::proposer::Proposer;
@@ -34,6 +35,7 @@ pub struct PeerService {
     raft: Raft,
     proposer: Arc<Proposer>,
     metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
+    judge: Judge,
     /// Becomes true when the replica stops: open call streams then end, so the
     /// server's graceful shutdown does not wait for them forever.
     closing: watch::Receiver<bool>,
@@ -41,17 +43,20 @@ pub struct PeerService {
 
 impl PeerService {
     /// A service for `raft`, forwarding proposals to `proposer`, reporting
-    /// `metrics`, and ending its call streams once `closing` becomes true.
+    /// `metrics`, answering pre-votes with `judge`, and ending its call
+    /// streams once `closing` becomes true.
     pub fn new(
         raft: Raft,
         proposer: Arc<Proposer>,
         metrics: Arc<dyn Fn() -> ReplicaMetrics + Send + Sync>,
+        judge: Judge,
         closing: watch::Receiver<bool>,
     ) -> Self {
         PeerService {
             raft,
             proposer,
             metrics,
+            judge,
             closing,
         }
     }
@@ -67,11 +72,27 @@ impl PeerService {
                 let commands: Vec<Command> = decode(data)?;
                 encode(&self.proposer.propose(commands).await)
             }
-            Some(CallMethod::Unspecified) | None => Err(Status::invalid_argument(
-                "unknown call method: is the peer a newer corral build?",
-            )),
+            Some(CallMethod::PreVote) => encode(
+                &self
+                    .judge
+                    .answer(&decode(data)?)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?,
+            ),
+            Some(CallMethod::Unspecified) | None => Err(Status::invalid_argument(format!(
+                "{UNKNOWN_METHOD}: is the peer a newer corral build?"
+            ))),
         }
     }
+}
+
+/// How an answer to a call this build does not know begins.
+const UNKNOWN_METHOD: &str = "unknown call method";
+
+/// True when `status` is a peer's answer to a call its build does not know
+/// (an earlier build asked for a pre-vote).
+pub fn is_unknown_method(status: &Status) -> bool {
+    status.code() == tonic::Code::InvalidArgument && status.message().starts_with(UNKNOWN_METHOD)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(data: &[u8]) -> Result<T, Status> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use corral_pki::TlsMaterial;
 use corral_state::{ClusterState, Command, Outcome, Rejection};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{ChangeMembers, Config, SnapshotPolicy};
+use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
@@ -20,6 +20,8 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use crate::codec::MAX_MESSAGE_BYTES;
+use crate::election::judge::Judge;
+use crate::election::timer::ElectionTiming;
 use crate::error::{MembershipError, ProposeError, ReadError, StartError};
 use crate::flusher::Flusher;
 pub use crate::leadership::Leadership;
@@ -154,6 +156,11 @@ pub struct ReplicaConfig {
     pub source: Option<std::net::IpAddr>,
 }
 
+/// The role a leader that no majority answers reports: it has stepped down
+/// (refuses proposals, sends no heartbeats) until a majority answers again or
+/// it hears the next term's leader.
+pub const STEPPED_DOWN_ROLE: &str = "SteppedDown";
+
 /// A replica's Raft position and storage figures.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplicaMetrics {
@@ -223,6 +230,7 @@ pub struct Replica {
     stale: watch::Receiver<bool>,
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
+    elector: JoinHandle<()>,
     storage_closed: watch::Receiver<bool>,
 }
 
@@ -255,10 +263,18 @@ impl Replica {
             max_payload_entries: 64,
             // The fewest entries purged at once: purge soon after each snapshot.
             purge_batch_size: (timing.snapshot_every_entries / 4).clamp(1, 1024),
+            // Elections start only after a pre-vote round (crate::election).
+            enable_elect: false,
             ..Default::default()
         }
         .validate()
         .map_err(|e| StartError::Raft(e.to_string()))?;
+        let election_timing = ElectionTiming {
+            lease: Duration::from_millis(raft_config.election_timeout_max),
+            timeout_min: Duration::from_millis(raft_config.election_timeout_min),
+            timeout_max: Duration::from_millis(raft_config.election_timeout_max),
+        };
+        let log_reader = log.clone();
         let raft = Raft::new(
             config.id,
             Arc::new(raft_config),
@@ -293,14 +309,31 @@ impl Replica {
             state: state.clone(),
         };
         let metrics = {
-            let (raft, storage, id) = (raft.clone(), storage.clone(), config.id);
-            Arc::new(move || collect_metrics(id, &raft, &storage))
+            let (raft, storage, id, stale) =
+                (raft.clone(), storage.clone(), config.id, stale.clone());
+            Arc::new(move || collect_metrics(id, &raft, &storage, *stale.borrow()))
         };
+        let judge = Judge::new(
+            config.id,
+            raft.clone(),
+            log_reader,
+            election_timing.lease,
+            stale.clone(),
+        );
+        let elector = tokio::spawn(crate::election::elector::run(
+            config.id,
+            raft.clone(),
+            network.clone(),
+            judge.clone(),
+            election_timing,
+            leadership.clone(),
+        ));
         let (closing, closing_watch) = watch::channel(false);
         let service = PeerServer::new(PeerService::new(
             raft.clone(),
             Arc::clone(&proposer),
             metrics,
+            judge,
             closing_watch,
         ))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -340,6 +373,7 @@ impl Replica {
             stale,
             stop_server: Some(stop_server),
             server: Some(server),
+            elector,
             storage_closed,
         })
     }
@@ -585,7 +619,7 @@ impl Replica {
 
     /// Raft position, follower lag and storage figures.
     pub fn metrics(&self) -> ReplicaMetrics {
-        collect_metrics(self.id, &self.raft, &self.storage)
+        collect_metrics(self.id, &self.raft, &self.storage, *self.stale.borrow())
     }
 
     /// Another member's metrics, asked over the peer connection.
@@ -654,9 +688,12 @@ impl Replica {
             leadership,
             stop_server,
             server,
+            elector,
             mut storage_closed,
             ..
         } = self;
+        elector.abort();
+        let _ = elector.await;
         let _ = raft.shutdown().await;
         if let Some(stop) = stop_server {
             let _ = stop.send(());
@@ -675,7 +712,12 @@ impl Replica {
     }
 }
 
-fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> ReplicaMetrics {
+fn collect_metrics(
+    id: ReplicaId,
+    raft: &Raft,
+    storage: &StorageFigures,
+    stepped_down: bool,
+) -> ReplicaMetrics {
     let m = raft.metrics().borrow().clone();
     let last = m.last_log_index.unwrap_or(0);
     let follower_lag = m
@@ -690,7 +732,13 @@ fn collect_metrics(id: ReplicaId, raft: &Raft, storage: &StorageFigures) -> Repl
     let stats = storage.flusher.stats();
     ReplicaMetrics {
         id,
-        role: format!("{:?}", m.state),
+        // A leader no majority answers has stepped down (crate::leadership),
+        // whatever openraft still calls it until it hears the next term.
+        role: if stepped_down && m.state == ServerState::Leader {
+            STEPPED_DOWN_ROLE.to_string()
+        } else {
+            format!("{:?}", m.state)
+        },
         term: m.current_term,
         leader: m.current_leader,
         last_log_index: m.last_log_index,

@@ -25,8 +25,8 @@ pub fn cluster_status(reply: &ClusterStatusReply) -> String {
             format!("{id}{addr}")
         }
         None if reply.leadership_unconfirmed => format!(
-            "none confirmed: replica {} led, but no quorum has answered it lately (it may be \
-             cut off from the others; ask another controller)",
+            "none known: replica {} led, but no quorum has answered it lately, so it stepped \
+             down (it may be cut off from the others; ask another controller)",
             reply.this_id
         ),
         None => "none (an election is under way; retry in a moment)".to_string(),
@@ -203,7 +203,7 @@ ID ROLE    PEER          API            LAG CLOCK_MS
         reply.leadership_unconfirmed = true;
         let out = cluster_status(&reply);
         assert!(
-            out.contains("Leader:  none confirmed: replica 1 led, but no quorum has answered it"),
+            out.contains("Leader:  none known: replica 1 led, but no quorum has answered it"),
             "{out}"
         );
     }

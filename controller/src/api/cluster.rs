@@ -68,10 +68,10 @@ pub fn cluster_status(ctx: &ApiContext) -> Result<ClusterStatusReply, Status> {
             )
         })
         .map_err(status::read)?;
-    // A leader no quorum answers may have been replaced behind a partition:
-    // it names no leader rather than itself.
-    let unconfirmed = leadership.is_self && *ctx.replica.leads_without_quorum().borrow();
-    let leader = leadership.leader.filter(|_| !unconfirmed);
+    // A leader no quorum answers has stepped down (it may have been replaced
+    // behind a partition): its leadership watch names no leader.
+    let unconfirmed = *ctx.replica.leads_without_quorum().borrow();
+    let leader = leadership.leader;
     Ok(ClusterStatusReply {
         cluster_name: ctx.config.cluster_name.clone(),
         this_id: ctx.replica.id(),

@@ -3,6 +3,7 @@
 
 pub mod accounting;
 pub mod controller_outage;
+pub mod elections;
 pub mod gang;
 pub mod gpu_exclusivity;
 pub mod leadership;
@@ -34,5 +35,6 @@ pub fn check_all(history: &History) -> Vec<Verdict> {
         preempt_grace::check(history),
         controller_outage::check(history),
         resources::check(history),
+        elections::check(history),
     ]
 }

@@ -1,0 +1,80 @@
+//! Elections only when a leader is really gone (pre-vote: `corral_consensus::election`).
+//!
+//! A replica removed from the voters while it was down never hears of its
+//! removal: in its own view it is still a voter, and no leader writes to it
+//! any more. Before pre-vote it stood for election at every timeout, its term
+//! climbing without end (term 4 → 20 in 8 s in the chaos suite). Now it asks
+//! first, the voters refuse (they hear from their leader, and it is no voter
+//! of theirs), and its term stays where it was.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use support::{TestCluster, mark};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_removed_while_down_never_raises_its_term() {
+    let mut cluster = TestCluster::start(3).await;
+    for i in 0..3 {
+        cluster.propose(mark(&format!("before{i}"))).await.unwrap();
+    }
+    let leader = cluster.leader().await;
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let (removed, kept) = (others[0], others[1]);
+    cluster.stop(removed).await;
+    tokio::time::timeout(
+        cluster.patience,
+        cluster.replicas[&leader].change_voters([leader, kept].into_iter().collect(), false),
+    )
+    .await
+    .expect("the removal did not commit")
+    .unwrap();
+    let term = cluster.replicas[&leader].metrics().term;
+    cluster.launch(removed).await;
+    let removed_term = cluster.replicas[&removed].metrics().term;
+
+    // Ten of its longest election timeouts: the fault's own length, nothing
+    // to wait for but time.
+    let timeouts = Duration::from_millis(cluster.timing.election_max_ms * 2) * 10;
+    tokio::time::sleep(timeouts).await;
+
+    let seen = cluster.replicas[&removed].metrics();
+    assert_eq!(
+        seen.term, removed_term,
+        "the removed replica raised its term from {removed_term} to {} in {timeouts:?}",
+        seen.term
+    );
+    assert_eq!(cluster.leader().await, leader, "leadership moved");
+    assert_eq!(
+        cluster.replicas[&leader].metrics().term,
+        term,
+        "the voters' term moved"
+    );
+    cluster.propose(mark("after")).await.unwrap();
+    cluster.shutdown().await;
+}
+
+/// A follower stopped for many election timeouts and started again rejoins
+/// the leader it left: no election, no new term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_back_after_a_long_stop_causes_no_election() {
+    let mut cluster = TestCluster::start(3).await;
+    cluster.propose(mark("before")).await.unwrap();
+    let leader = cluster.leader().await;
+    let term = cluster.replicas[&leader].metrics().term;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    cluster.stop(follower).await;
+    cluster.propose(mark("while-away")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(cluster.timing.election_max_ms * 10)).await;
+    cluster.launch(follower).await;
+    cluster.propose(mark("after")).await.unwrap();
+    cluster.converged_digests().await;
+    assert_eq!(cluster.leader().await, leader);
+    for (id, replica) in &cluster.replicas {
+        assert_eq!(replica.metrics().term, term, "replica {id}'s term moved");
+    }
+    cluster.shutdown().await;
+}

@@ -1,0 +1,204 @@
+//! Promise 14: elections only when a leader is really gone. Every new term
+//! the history shows (a controller naming itself leader in it, or
+//! dispatching in it) must follow a fault that can take the leader away,
+//! within [`ELECTION_WINDOW`] of the moment it could: the start of a kill,
+//! pause, isolation, partition, removal or restart of controllers; the
+//! restart of every controller at the heal of `kill-all-controllers`; any
+//! time during a leader's disk stall. A new term at the heal of a partition
+//! (a replica that campaigned while cut off deposing a healthy leader) or
+//! while a removed replica is out (it campaigning on) has no such cause and
+//! is a violation; so is a term that grows by more than [`MAX_TERM_STEP`] at
+//! once (a replica standing again and again). The first term seen is the
+//! cluster's start. Measured: `elections` (new terms), `largest_term_step`.
+
+use crate::faults::Fault;
+use crate::history::{EventKind, History};
+use crate::verdict::Verdict;
+
+/// The checker's name.
+pub const NAME: &str = "elections";
+const PROMISE: &str = "a new term only when a fault took the leader away: none at a heal, none from a removed replica";
+
+/// How long after its cause an election may first be seen: the followers'
+/// timeout (under a second), a split vote or two, and the observer's
+/// polling (every 250 ms, each poll a CLI call that may take a second on a
+/// loaded machine).
+pub const ELECTION_WINDOW: u64 = 5_000;
+
+/// The most a term may grow between two observations: one election, plus
+/// one split vote.
+pub const MAX_TERM_STEP: u64 = 2;
+
+/// When `fault` may rightly cause an election, as `(from, until)` windows.
+fn causes(fault: &Fault) -> Vec<(u64, u64)> {
+    let at = |t: u64| (t, t + ELECTION_WINDOW);
+    let kind = fault.kind.as_str();
+    if kind.starts_with("kill-all-controllers") {
+        // Every controller down, then every one started: the election is
+        // at the restart.
+        vec![at(fault.healed)]
+    } else if kind.starts_with("stall-leader-disk") {
+        vec![(fault.began, fault.healed + ELECTION_WINDOW)]
+    } else if [
+        "kill-leader",
+        "kill-controller",
+        "restart-controller",
+        "pause-leader",
+        "isolate-leader",
+        "halves",
+        "bridge",
+        "ring",
+        "membership",
+    ]
+    .iter()
+    .any(|k| kind.starts_with(k))
+    {
+        vec![at(fault.began)]
+    } else {
+        // Agents, GPUs, a follower's clock: no controller loses its leader.
+        Vec::new()
+    }
+}
+
+/// Checks the promise.
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict::new(NAME, PROMISE);
+    let windows: Vec<((u64, u64), String)> = crate::faults::of(history)
+        .iter()
+        .flat_map(|f| causes(f).into_iter().map(|w| (w, f.kind.clone())))
+        .collect();
+    let mut highest: Option<u64> = None;
+    let (mut elections, mut largest_step) = (0u32, 0u64);
+    for event in &history.events {
+        let (replica, term) = match &event.kind {
+            EventKind::Leader { replica, term } | EventKind::Dispatch { replica, term, .. } => {
+                (*replica, *term)
+            }
+            _ => continue,
+        };
+        let Some(before) = highest else {
+            highest = Some(term);
+            continue;
+        };
+        if term <= before {
+            continue;
+        }
+        highest = Some(term);
+        elections += 1;
+        let step = term - before;
+        largest_step = largest_step.max(step);
+        if step > MAX_TERM_STEP {
+            verdict.violation(
+                Some(event.t),
+                None,
+                format!(
+                    "the term grew from {before} to {term} at once (controller {replica} leads): more than {MAX_TERM_STEP} elections for one loss"
+                ),
+            );
+        }
+        let excused = windows
+            .iter()
+            .any(|((from, until), _)| (*from..=*until).contains(&event.t));
+        if !excused {
+            let nearest = windows
+                .iter()
+                .min_by_key(|((from, _), _)| from.abs_diff(event.t))
+                .map(|((from, _), kind)| format!("; the nearest cause, {kind}, was at {from} ms"))
+                .unwrap_or_default();
+            verdict.violation(
+                Some(event.t),
+                None,
+                format!(
+                    "term {term} (controller {replica}) began with no fault that took the leader away within {ELECTION_WINDOW} ms before it{nearest}"
+                ),
+            );
+        }
+    }
+    verdict.measure("elections", f64::from(elections));
+    verdict.measure("largest_term_step", largest_step as f64);
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Builder;
+
+    fn leader(replica: u64, term: u64) -> EventKind {
+        EventKind::Leader { replica, term }
+    }
+
+    fn fault(b: &mut Builder, id: u64, kind: &str, began: u64, healed: u64) {
+        b.event(
+            began,
+            EventKind::FaultBegin {
+                fault: id,
+                kind: kind.into(),
+                target: "controller-1".into(),
+                cut_off: Vec::new(),
+            },
+        );
+        b.event(healed, EventKind::FaultHealed { fault: id });
+    }
+
+    #[test]
+    fn an_election_after_the_leader_was_killed_holds() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 1));
+        fault(&mut b, 1, "kill-leader", 1_000, 3_000);
+        b.event(1_900, leader(2, 2));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("elections"), Some(1.0));
+    }
+
+    #[test]
+    fn an_election_at_a_partitions_heal_is_caught() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 1));
+        fault(&mut b, 1, "bridge-12s", 1_000, 13_000);
+        b.event(13_400, leader(2, 9));
+        let verdict = check(&b.history());
+        assert!(!verdict.holds());
+        assert_eq!(verdict.violations.len(), 2, "unexcused, and a jump of 8");
+    }
+
+    #[test]
+    fn a_removed_replica_raising_the_term_is_caught() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 4));
+        fault(&mut b, 1, "membership-8s", 1_000, 9_000);
+        // The leader stayed; the term moved 7 s into the removal.
+        b.event(8_000, leader(1, 5));
+        assert!(!check(&b.history()).holds());
+    }
+
+    #[test]
+    fn every_controller_restarted_elects_at_the_heal() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 1));
+        fault(&mut b, 1, "kill-all-controllers-30s", 1_000, 31_000);
+        b.event(31_800, leader(3, 2));
+        assert!(check(&b.history()).holds());
+        let mut early = Builder::new();
+        early.event(100, leader(1, 1));
+        fault(&mut early, 1, "kill-all-controllers-30s", 1_000, 31_000);
+        early.event(20_000, leader(3, 2));
+        assert!(
+            !check(&early.history()).holds(),
+            "no controller ran at 20 s"
+        );
+    }
+
+    #[test]
+    fn agent_faults_excuse_no_election_and_the_start_is_no_election() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 3));
+        fault(&mut b, 1, "isolate-agent-20s", 1_000, 21_000);
+        let quiet = check(&b.history());
+        assert!(quiet.holds());
+        assert_eq!(quiet.measured("elections"), Some(0.0));
+        b.event(2_000, leader(2, 4));
+        assert!(!check(&b.history()).holds());
+    }
+}
