@@ -300,12 +300,43 @@ impl Cluster {
 
     /// The leader's id and term, if a controller names one.
     pub fn leader(&self) -> Option<(u64, u64)> {
+        self.leader_view().map(|view| (view.leader, view.term))
+    }
+
+    /// The leader's view of the replicas, if a controller names a leader.
+    pub fn leader_view(&self) -> Option<LeaderView> {
         let out = self
             .corral_as(Who::Admin, &["--json", "cluster"], Duration::from_secs(3))
             .ok()?;
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        Some((status["leader"].as_u64()?, status["term"].as_u64()?))
+        let leader = status["leader"].as_u64()?;
+        let members = status["members"].as_array().cloned().unwrap_or_default();
+        // Lags are the leader's figures: an answer from another replica has none.
+        let caught_up = members
+            .iter()
+            .filter(|m| m["lag"].as_u64() == Some(0))
+            .filter_map(|m| m["id"].as_u64())
+            .collect();
+        Some(LeaderView {
+            leader,
+            term: status["term"].as_u64()?,
+            members: members.iter().filter_map(|m| m["id"].as_u64()).collect(),
+            caught_up,
+        })
     }
+}
+
+/// Who leads, and which replicas its log reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderView {
+    /// The leader.
+    pub leader: u64,
+    /// Its term.
+    pub term: u64,
+    /// Every member.
+    pub members: Vec<u64>,
+    /// The members at lag 0 (none when a replica that does not lead answered).
+    pub caught_up: Vec<u64>,
 }
 
 impl Drop for Cluster {

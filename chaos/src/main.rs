@@ -65,7 +65,11 @@ enum Command {
         report: Option<PathBuf>,
     },
     /// The scenarios `run` knows.
-    List,
+    List {
+        /// Only those of the CI matrix, each with its seconds of workload.
+        #[arg(long)]
+        matrix: bool,
+    },
     /// Run a scenario (mixed by default) back to back on fresh clusters for
     /// hours, printing every checker's verdicts after each hour
     /// (`corral-chaos soak --hours 1 --duration-s 300`).
@@ -235,9 +239,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Check { history, report } => check(&history, report.as_deref()),
-        Command::List => {
+        Command::List { matrix } => {
             for s in scenario::all() {
-                println!("{:<22} {}", s.name, s.about);
+                match (matrix, s.matrix_s) {
+                    (false, _) => println!("{:<22} {}", s.name, s.about),
+                    (true, Some(seconds)) => println!("{} {seconds}", s.name),
+                    (true, None) => {}
+                }
             }
             Ok(true)
         }
@@ -447,18 +455,40 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
     Ok(verdicts.iter().all(Verdict::holds))
 }
 
-/// Polls who leads until `stop`, recording each change.
+/// How often the replicas' catch-up is recorded when it does not change, so
+/// a checker finds a reading in any window of a few seconds.
+const REPLICAS_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
+
+/// Polls who leads until `stop`, recording each change of leader or term,
+/// and which replicas the leader sees caught up (on a change, and at least
+/// every [`REPLICAS_AT_LEAST_EVERY`]).
 fn observe_leaders(cluster: &Cluster, recorder: &Recorder, stop: &AtomicBool) {
     let mut last = None;
+    let mut last_replicas: Option<(Instant, Vec<u64>, Vec<u64>)> = None;
     while !stop.load(Ordering::SeqCst) {
-        if let Some((leader, term)) = cluster.leader()
-            && last != Some((leader, term))
-        {
-            last = Some((leader, term));
-            recorder.record(EventKind::Leader {
-                replica: leader,
-                term,
-            });
+        if let Some(view) = cluster.leader_view() {
+            if last != Some((view.leader, view.term)) {
+                last = Some((view.leader, view.term));
+                recorder.record(EventKind::Leader {
+                    replica: view.leader,
+                    term: view.term,
+                });
+            }
+            let due = last_replicas
+                .as_ref()
+                .is_none_or(|(at, members, caught_up)| {
+                    at.elapsed() >= REPLICAS_AT_LEAST_EVERY
+                        || *members != view.members
+                        || *caught_up != view.caught_up
+                });
+            if due && !view.caught_up.is_empty() {
+                recorder.record(EventKind::Replicas {
+                    leader: view.leader,
+                    members: view.members.clone(),
+                    caught_up: view.caught_up.clone(),
+                });
+                last_replicas = Some((Instant::now(), view.members, view.caught_up));
+            }
         }
         std::thread::sleep(Duration::from_millis(250));
     }

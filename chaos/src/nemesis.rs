@@ -449,6 +449,13 @@ fn inject(
                 partition(cluster, fault, rng).map_err(Injection::Skipped)?;
             let cut_off = cut_off_agents(&cluster.controllers, &cluster.nodes, &cuts);
             begin_cutting(&target, cut_off);
+            let minority = without_majority(&cluster.controllers, &cuts);
+            if !minority.is_empty() {
+                recorder.record(EventKind::Minority {
+                    fault: id,
+                    controllers: minority,
+                });
+            }
             hold_fault(
                 (
                     || {
@@ -548,26 +555,43 @@ pub fn cut_off_agents(
     nodes: &[String],
     cuts: &[(Vec<String>, Vec<String>)],
 ) -> Vec<String> {
-    let apart = |a: &str, b: &str| {
-        cuts.iter().any(|(one, other)| {
-            (one.iter().any(|x| x == a) && other.iter().any(|x| x == b))
-                || (one.iter().any(|x| x == b) && other.iter().any(|x| x == a))
-        })
-    };
-    let names: Vec<String> = controllers.iter().map(|id| controller(*id)).collect();
-    let majority = names.len() / 2 + 1;
-    let could_lead: Vec<&String> = names
-        .iter()
-        .filter(|c| names.iter().filter(|o| !apart(c, o)).count() >= majority)
-        .collect();
+    let (could_lead, _) = split_by_majority(controllers, cuts);
     nodes
         .iter()
         .filter(|node| {
             let agent = format!("agent-{node}");
-            could_lead.iter().any(|c| apart(&agent, c))
+            could_lead.iter().any(|c| apart(cuts, &agent, c))
         })
         .cloned()
         .collect()
+}
+
+/// The controllers `cuts` leave without a majority of the controllers
+/// (themselves included): none of them can lead until the heal.
+pub fn without_majority(controllers: &[u64], cuts: &[(Vec<String>, Vec<String>)]) -> Vec<String> {
+    split_by_majority(controllers, cuts).1
+}
+
+/// True when `cuts` separate `a` and `b`.
+fn apart(cuts: &[(Vec<String>, Vec<String>)], a: &str, b: &str) -> bool {
+    cuts.iter().any(|(one, other)| {
+        (one.iter().any(|x| x == a) && other.iter().any(|x| x == b))
+            || (one.iter().any(|x| x == b) && other.iter().any(|x| x == a))
+    })
+}
+
+/// The controllers that still reach a majority of the controllers through
+/// `cuts`, and those that do not.
+fn split_by_majority(
+    controllers: &[u64],
+    cuts: &[(Vec<String>, Vec<String>)],
+) -> (Vec<String>, Vec<String>) {
+    let names: Vec<String> = controllers.iter().map(|id| controller(*id)).collect();
+    let majority = names.len() / 2 + 1;
+    names
+        .iter()
+        .cloned()
+        .partition(|c| names.iter().filter(|o| !apart(cuts, c, o)).count() >= majority)
 }
 
 /// The cuts a partition makes (pairs of sides), how long it lasts, and how
@@ -744,5 +768,27 @@ mod tests {
             cut_off_agents(&controllers, &nodes, &agent),
             names(&["gpu02"])
         );
+    }
+
+    #[test]
+    fn the_controllers_without_a_majority_are_the_minority() {
+        let controllers = [1, 2, 3];
+        let isolate = vec![(
+            names(&["controller-1"]),
+            names(&["controller-2", "controller-3", "agent-gpu01"]),
+        )];
+        assert_eq!(
+            without_majority(&controllers, &isolate),
+            names(&["controller-1"])
+        );
+        // A bridge leaves every controller a majority.
+        let bridge = vec![(names(&["controller-1"]), names(&["controller-2"]))];
+        assert!(without_majority(&controllers, &bridge).is_empty());
+        // An agent cut off touches no controller.
+        let agent = vec![(
+            names(&["agent-gpu02"]),
+            names(&["controller-1", "controller-2", "controller-3"]),
+        )];
+        assert!(without_majority(&controllers, &agent).is_empty());
     }
 }

@@ -16,7 +16,16 @@ pub struct Scenario {
     /// Whether it runs on the preemption site (`site.rs`), with urgent gangs
     /// arriving and trainers that trap or ignore the notice.
     pub preemption: bool,
+    /// Seconds of workload it runs for in the CI matrix (faults are held to
+    /// their own length past it), chosen by risk: a minute where leadership
+    /// moves, 15 s elsewhere; `None` leaves it out of the matrix.
+    pub matrix_s: Option<u64>,
 }
+
+/// Seconds a scenario runs for in the CI matrix unless it says otherwise.
+const MATRIX_S: u64 = 15;
+/// Seconds for the scenarios where leadership moves.
+const MATRIX_RISKY_S: u64 = 60;
 
 /// Every scenario, in the order `corral-chaos list` prints them.
 pub fn all() -> Vec<Scenario> {
@@ -26,6 +35,11 @@ pub fn all() -> Vec<Scenario> {
         faults,
         interval: Duration::from_secs(secs),
         preemption: false,
+        matrix_s: Some(MATRIX_S),
+    };
+    let risky = |name, about, faults: Vec<Fault>, secs| Scenario {
+        matrix_s: Some(MATRIX_RISKY_S),
+        ..s(name, about, faults, secs)
     };
     let preempting = |name, about, faults: Vec<Fault>, secs| Scenario {
         preemption: true,
@@ -38,13 +52,13 @@ pub fn all() -> Vec<Scenario> {
             vec![],
             10,
         ),
-        s(
+        risky(
             "kill-leader",
             "SIGKILL the leader, restart it 2 s later",
             vec![Fault::KillLeader],
             8,
         ),
-        s(
+        risky(
             "pause-leader",
             "SIGSTOP the leader for 3 s or 12 s (longer than the agents' lease)",
             vec![Fault::PauseLeader(3), Fault::PauseLeader(12)],
@@ -98,13 +112,13 @@ pub fn all() -> Vec<Scenario> {
             vec![Fault::SkewFollower(3600), Fault::SkewFollower(-3600)],
             5,
         ),
-        s(
+        risky(
             "isolate-leader",
             "cut the leader off from the other controllers and the agents for 12 s (past the lease)",
             vec![Fault::IsolateLeader(12)],
             6,
         ),
-        s(
+        risky(
             "partition",
             "random halves, a bridge, a ring (5 controllers), and an agent cut off from the controllers for 5 s or 20 s",
             vec![
@@ -117,6 +131,36 @@ pub fn all() -> Vec<Scenario> {
             5,
         ),
         s(
+            "long-isolate-leader",
+            "cut the leader off from the other controllers and the agents for 60 s (a switch reboot): it steps down and stays quiet, and rejoins at lag 0",
+            vec![Fault::IsolateLeader(60)],
+            5,
+        ),
+        s(
+            "long-partition",
+            "random halves, a bridge, or one agent cut off from the controllers, for 60 s",
+            vec![
+                Fault::Halves(60),
+                Fault::Bridge(60),
+                Fault::IsolateAgent(60),
+            ],
+            5,
+        ),
+        Scenario {
+            matrix_s: None,
+            ..s(
+                "long-faults-300",
+                "the leader cut off, random halves, a bridge or one agent cut off, for 300 s each (not in the CI matrix: --duration-s 1300 runs about four)",
+                vec![
+                    Fault::IsolateLeader(300),
+                    Fault::Halves(300),
+                    Fault::Bridge(300),
+                    Fault::IsolateAgent(300),
+                ],
+                5,
+            )
+        },
+        risky(
             "membership",
             "remove a controller (the leader, perhaps) from the voters and add it back 8 s later",
             vec![Fault::Membership(8)],
@@ -128,7 +172,7 @@ pub fn all() -> Vec<Scenario> {
             vec![Fault::StallLeaderDisk(8)],
             5,
         ),
-        s(
+        risky(
             "mixed",
             "every fault above, in a seeded random order",
             vec![

@@ -12,24 +12,31 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Seconds of workload and faults per scenario: 15, or `CORRAL_CHAOS_SECONDS`
+/// Seconds of workload for `scenario`: its own, chosen by risk (`corral-chaos
+/// list --matrix`: a minute where leadership moves, 15 s elsewhere), or
+/// `CORRAL_CHAOS_SECONDS` for every scenario
 /// (`CORRAL_CHAOS_SECONDS=60 cargo test -p corral-chaos --test matrix` runs
-/// the minute-long matrix, about 25 minutes on two cores).
-fn duration_s() -> String {
-    std::env::var("CORRAL_CHAOS_SECONDS").unwrap_or_else(|_| "15".to_string())
+/// the minute-long matrix, about 30 minutes on two cores).
+fn duration_s(own: &str) -> String {
+    std::env::var("CORRAL_CHAOS_SECONDS").unwrap_or_else(|_| own.to_string())
 }
 
 fn chaos_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corral-chaos"))
 }
 
-fn scenarios() -> Vec<String> {
-    let out = Command::new(chaos_bin()).arg("list").output().unwrap();
+/// The matrix: every scenario with its seconds of workload.
+fn scenarios() -> Vec<(String, String)> {
+    let out = Command::new(chaos_bin())
+        .args(["list", "--matrix"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, seconds)| (name.to_string(), seconds.to_string()))
         .collect()
 }
 
@@ -45,7 +52,7 @@ fn every_scenario_keeps_every_promise() {
     assert!(scenarios.len() >= 10, "only {} scenarios", scenarios.len());
     let root = tempfile::tempdir().unwrap();
     let mut failed = Vec::new();
-    for (seed, scenario) in scenarios.iter().enumerate() {
+    for (seed, (scenario, seconds)) in scenarios.iter().enumerate() {
         let out_dir = root.path().join(scenario);
         // Long trainers (20-25 s) only where they matter: a hung agent's job
         // must outlive its node's down declaration for the watchdog to be
@@ -64,7 +71,13 @@ fn every_scenario_keeps_every_promise() {
             "auto"
         };
         let out = Command::new(chaos_bin())
-            .args(["run", "--scenario", scenario, "--duration-s", &duration_s()])
+            .args([
+                "run",
+                "--scenario",
+                scenario,
+                "--duration-s",
+                &duration_s(seconds),
+            ])
             .args(["--network", network])
             .args(["--long-pct", long_pct])
             .args(["--seed", &(seed as u64 + 1).to_string()])

@@ -19,6 +19,8 @@ pub struct Fault {
     pub healed: u64,
     /// The nodes whose agents it cut off from the leader.
     pub cut_off: Vec<String>,
+    /// The controllers it left without a majority (a partition's).
+    pub minority: Vec<String>,
 }
 
 /// Every fault of `history`, in the order they began.
@@ -39,12 +41,18 @@ pub fn of(history: &History) -> Vec<Fault> {
                         began: event.t,
                         healed: history.end(),
                         cut_off: cut_off.clone(),
+                        minority: Vec::new(),
                     },
                 );
             }
             EventKind::FaultHealed { fault } => {
                 if let Some(f) = faults.get_mut(fault) {
                     f.healed = event.t;
+                }
+            }
+            EventKind::Minority { fault, controllers } => {
+                if let Some(f) = faults.get_mut(fault) {
+                    f.minority = controllers.clone();
                 }
             }
             _ => {}

@@ -279,6 +279,24 @@ pub enum EventKind {
         /// Its log file's size, bytes (all its runs write to the same file).
         log_bytes: u64,
     },
+    /// The controllers a partition (`FaultBegin` `fault`) left without a
+    /// majority of the controllers: none of them may lead until the heal.
+    Minority {
+        /// The fault's id, as `FaultBegin` gave it.
+        fault: u64,
+        /// The controllers cut off from a majority (`controller-2`).
+        controllers: Vec<String>,
+    },
+    /// Which replicas the leader saw caught up (its log's lag 0), recorded
+    /// when that changes.
+    Replicas {
+        /// The leader that answered.
+        leader: u64,
+        /// Every member, voters and learners.
+        members: Vec<u64>,
+        /// The members at lag 0.
+        caught_up: Vec<u64>,
+    },
 }
 
 /// A client operation.

@@ -1,13 +1,16 @@
 //! Promise 8: liveness after heal. Within the bound the header states
 //! (`liveness_bound_ms`) after the last fault is healed, every job has
-//! reached a terminal state and a leader exists.
+//! reached a terminal state and a leader exists; and after every heal of a
+//! fault that touched the controllers, each replica is back at lag 0 within
+//! 5 s, with no controller the fault left in a minority leading
+//! ([`super::rejoin`]).
 
 use crate::history::{EventKind, History};
 use crate::verdict::Verdict;
 
 /// The checker's name.
 pub const NAME: &str = "liveness";
-const PROMISE: &str = "after the last heal, every job ends and a leader exists within the bound";
+const PROMISE: &str = "after the last heal, every job ends and a leader exists within the bound; after every heal, each replica at lag 0 within 5 s, led from the majority";
 
 /// Checks the promise.
 pub fn check(history: &History) -> Verdict {
@@ -77,6 +80,7 @@ pub fn check(history: &History) -> Verdict {
     }
     verdict.measure("last_heal_ms", healed as f64);
     verdict.measure("slowest_job_end_after_heal_ms", slowest as f64);
+    super::rejoin::check_heals(history, &mut verdict);
     verdict
 }
 
@@ -96,7 +100,16 @@ mod tests {
                 cut_off: Vec::new(),
             },
         )
-        .event(t, EventKind::FaultHealed { fault: 1 });
+        .event(t, EventKind::FaultHealed { fault: 1 })
+        // Every replica back at once (the heal-by-heal part: `rejoin`).
+        .event(
+            t + 5,
+            EventKind::Replicas {
+                leader: 2,
+                members: vec![1, 2, 3],
+                caught_up: vec![1, 2, 3],
+            },
+        );
         b
     }
 

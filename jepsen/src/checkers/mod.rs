@@ -11,6 +11,7 @@ pub mod liveness;
 pub mod preempt_grace;
 pub mod preempt_requeue;
 pub mod reads;
+pub mod rejoin;
 pub mod requeue;
 pub mod resources;
 pub mod resume;
