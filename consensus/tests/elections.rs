@@ -13,7 +13,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestCluster, mark};
+use support::{PATIENCE, TestCluster, mark, timing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_removed_while_down_never_raises_its_term() {
@@ -76,5 +76,36 @@ async fn a_follower_back_after_a_long_stop_causes_no_election() {
     for (id, replica) in &cluster.replicas {
         assert_eq!(replica.metrics().term, term, "replica {id}'s term moved");
     }
+    cluster.shutdown().await;
+}
+
+/// A cluster whose very first election fails (the other replicas were not
+/// up yet) still elects once they are: the replicas that never heard the
+/// configuration judge a pre-vote by term and log alone. (Without that,
+/// the first replica asked forever and every other refused it as no voter
+/// they knew: no leader within 20 s, seen in CI.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_first_election_is_retried_once_the_others_are_up() {
+    let mut cluster = TestCluster {
+        ca: corral_pki::ClusterCa::generate("test").unwrap(),
+        dirs: Default::default(),
+        addrs: Default::default(),
+        replicas: Default::default(),
+        timing: timing(),
+        patience: PATIENCE,
+    };
+    for id in 1..=3 {
+        cluster.launch(id).await;
+    }
+    cluster.stop(2).await;
+    cluster.stop(3).await;
+    let members = (1..=3).map(|id| (id, cluster.addr_of(id))).collect();
+    cluster.replicas[&1].initialize(members).await.unwrap();
+    // Its first election fails: nobody else is up (the fault's own length).
+    tokio::time::sleep(Duration::from_millis(cluster.timing.election_max_ms * 3)).await;
+    cluster.launch(2).await;
+    cluster.launch(3).await;
+    cluster.propose(mark("first")).await.unwrap();
+    cluster.converged_digests().await;
     cluster.shutdown().await;
 }

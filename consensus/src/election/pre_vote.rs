@@ -74,12 +74,16 @@ pub struct VoterView {
     pub voters: BTreeSet<ReplicaId>,
 }
 
-/// Decides a pre-vote: granted only when the candidate is a voter, no live
+/// Decides a pre-vote: granted only when the candidate is a voter (or this
+/// replica knows no membership yet), no live
 /// leader is known, the candidate's next term is above this replica's term
 /// and its log is at least as complete (the real vote's own rules, so a
 /// granted pre-vote predicts a granted vote).
 pub fn decide(request: &PreVoteRequest, view: &VoterView) -> PreVoteAnswer {
-    let refusal = if !view.voters.contains(&request.candidate) {
+    // A replica that knows no membership yet (its cluster's first election
+    // failed before it heard the configuration) cannot tell who votes: it
+    // leaves that to the candidate's own view, as the real vote does.
+    let refusal = if !view.voters.is_empty() && !view.voters.contains(&request.candidate) {
         Some(Refusal::NotAVoter)
     } else if view.leader_alive {
         Some(Refusal::LeaderAlive)
@@ -161,6 +165,17 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_that_knows_no_membership_judges_term_and_log_only() {
+        let blank = VoterView {
+            term: 0,
+            last_log_id: None,
+            leader_alive: false,
+            voters: BTreeSet::new(),
+        };
+        assert!(decide(&ask(1, 2, Some(log_id(0, 0, 0))), &blank).granted());
+    }
+
+    #[test]
     fn a_term_not_above_mine_and_a_non_voter_are_refused() {
         let mine = view(6, None, false);
         assert_eq!(
@@ -190,7 +205,7 @@ mod tests {
             let mine = view(my_term, my_last.map(to_id), alive);
             let answer = decide(&request, &mine);
             if answer.granted() {
-                prop_assert!(mine.voters.contains(&candidate));
+                prop_assert!(mine.voters.is_empty() || mine.voters.contains(&candidate));
                 prop_assert!(!alive);
                 prop_assert!(req_term > my_term);
                 prop_assert!(request.last_log_id >= mine.last_log_id);

@@ -1,15 +1,18 @@
 //! Promise 14: elections only when a leader is really gone. Every new term
 //! the history shows (a controller naming itself leader in it, or
-//! dispatching in it) must follow a fault that can take the leader away,
+//! dispatching in it) should follow a fault that can take the leader away,
 //! within [`ELECTION_WINDOW`] of the moment it could: the start of a kill,
 //! pause, isolation, partition, removal or restart of controllers; the
 //! restart of every controller at the heal of `kill-all-controllers`; any
-//! time during a leader's disk stall. A new term at the heal of a partition
-//! (a replica that campaigned while cut off deposing a healthy leader) or
-//! while a removed replica is out (it campaigning on) has no such cause and
-//! is a violation; so is a term that grows by more than [`MAX_TERM_STEP`] at
-//! once (a replica standing again and again). The first term seen is the
-//! cluster's start. Measured: `elections` (new terms), `largest_term_step`.
+//! time during a leader's disk stall. Violations: a new term with no such
+//! cause at the heal of a partition or a removal (a replica that campaigned
+//! while cut off, deposing a healthy leader) or while a removed replica is
+//! out (it campaigning on), and a term that grows by more than
+//! [`MAX_TERM_STEP`] at once (a replica standing again and again). Any other
+//! election without a fault (a leader whose heartbeats stalled on a loaded
+//! machine) is measured, `elections_without_fault`, not judged. The first
+//! term seen is the cluster's start. Also measured: `elections` (new terms)
+//! and `largest_term_step`.
 
 use crate::faults::Fault;
 use crate::history::{EventKind, History};
@@ -60,15 +63,41 @@ fn causes(fault: &Fault) -> Vec<(u64, u64)> {
     }
 }
 
+/// True when an election at `t` would be one `fault` provoked without
+/// taking the leader away: at the heal of a partition or of a removal,
+/// while a removed replica is out, or while no controller runs at all.
+fn disturbs_at(fault: &Fault, t: u64) -> bool {
+    let kind = fault.kind.as_str();
+    let partition = [
+        "isolate-leader",
+        "halves",
+        "bridge",
+        "ring",
+        "isolate-agent",
+    ]
+    .iter()
+    .any(|k| kind.starts_with(k));
+    let at_heal = (fault.healed..=fault.healed + ELECTION_WINDOW).contains(&t);
+    if kind.starts_with("membership") {
+        (fault.began..=fault.healed + ELECTION_WINDOW).contains(&t)
+    } else if kind.starts_with("kill-all-controllers") {
+        // No controller runs to elect anyone.
+        (fault.began..fault.healed).contains(&t)
+    } else {
+        partition && at_heal
+    }
+}
+
 /// Checks the promise.
 pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::new(NAME, PROMISE);
-    let windows: Vec<((u64, u64), String)> = crate::faults::of(history)
+    let faults = crate::faults::of(history);
+    let windows: Vec<((u64, u64), String)> = faults
         .iter()
         .flat_map(|f| causes(f).into_iter().map(|w| (w, f.kind.clone())))
         .collect();
     let mut highest: Option<u64> = None;
-    let (mut elections, mut largest_step) = (0u32, 0u64);
+    let (mut elections, mut largest_step, mut without_fault) = (0u32, 0u64, 0u32);
     for event in &history.events {
         let (replica, term) = match &event.kind {
             EventKind::Leader { replica, term } | EventKind::Dispatch { replica, term, .. } => {
@@ -99,7 +128,9 @@ pub fn check(history: &History) -> Verdict {
         let excused = windows
             .iter()
             .any(|((from, until), _)| (*from..=*until).contains(&event.t));
-        if !excused {
+        if !excused && !faults.iter().any(|f| disturbs_at(f, event.t)) {
+            without_fault += 1;
+        } else if !excused {
             let nearest = windows
                 .iter()
                 .min_by_key(|((from, _), _)| from.abs_diff(event.t))
@@ -116,6 +147,7 @@ pub fn check(history: &History) -> Verdict {
     }
     verdict.measure("elections", f64::from(elections));
     verdict.measure("largest_term_step", largest_step as f64);
+    verdict.measure("elections_without_fault", f64::from(without_fault));
     verdict
 }
 
@@ -198,7 +230,19 @@ mod tests {
         let quiet = check(&b.history());
         assert!(quiet.holds());
         assert_eq!(quiet.measured("elections"), Some(0.0));
-        b.event(2_000, leader(2, 4));
+        // At the heal of an agent's partition: the partition provoked it.
+        b.event(21_500, leader(2, 4));
         assert!(!check(&b.history()).holds());
+    }
+
+    #[test]
+    fn an_election_far_from_any_fault_is_measured_not_judged() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 3));
+        fault(&mut b, 1, "kill-agent", 1_000, 4_000);
+        b.event(30_000, leader(2, 4));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("elections_without_fault"), Some(1.0));
     }
 }
