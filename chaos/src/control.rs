@@ -274,6 +274,15 @@ impl Control {
         }
     }
 
+    /// The log file of process `name` (`controller-2`), where this run can
+    /// read it: a local cluster's.
+    pub fn log_path(&self, name: &str) -> Option<PathBuf> {
+        match self {
+            Control::Local { dir, .. } => Some(dir.join("logs").join(format!("{name}.log"))),
+            Control::Exec { .. } => None,
+        }
+    }
+
     /// Lets a stalled controller write again.
     pub fn unstall_disk(&self, stall: DiskStall) -> anyhow::Result<()> {
         match stall {

@@ -365,6 +365,7 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         liveness_bound_ms: args.liveness_s * 1000,
         clock_tolerance_ms: 500,
         preemption: scenario.preemption.then_some(site::TIMES),
+        faults: scenario.faults.iter().map(|f| f.name()).collect(),
     });
     let shared = workload::Shared {
         cluster: &cluster,

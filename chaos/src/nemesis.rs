@@ -470,13 +470,28 @@ fn inject(
         }
         Fault::StallLeaderDisk(seconds) => {
             let target = leader()?;
+            let log = control.log_path(&target);
+            let from = log
+                .as_ref()
+                .and_then(|l| std::fs::metadata(l).ok())
+                .map_or(0, |m| m.len());
             let stall = control.stall_disk(&target).map_err(Injection::Skipped)?;
             begin(&target);
-            hold_fault(
+            let result = hold_fault(
                 (|| Ok(()), secs(seconds)),
                 || control.unstall_disk(stall),
                 healed,
-            )
+            );
+            // What shows the stall took: the leader's own "slow sync" lines
+            // (fsyncs over 20 ms) written while it lasted.
+            if let Some(log) = log {
+                recorder.record(EventKind::FaultEffect {
+                    fault: id,
+                    effect: format!("slow syncs logged by {target}"),
+                    count: lines_since(&log, from, "slow sync"),
+                });
+            }
+            result
         }
         Fault::Membership(seconds) => {
             let target = cluster
@@ -695,6 +710,19 @@ fn partition(
         }
         other => anyhow::bail!("{} is not a partition", other.name()),
     })
+}
+
+/// Lines holding `text` in the file at `path` past byte `from` (0 when it
+/// cannot be read).
+fn lines_since(path: &std::path::Path, from: u64, text: &str) -> u64 {
+    let Ok(bytes) = std::fs::read(path) else {
+        return 0;
+    };
+    let tail = bytes.get(from as usize..).unwrap_or_default();
+    String::from_utf8_lossy(tail)
+        .lines()
+        .filter(|l| l.contains(text))
+        .count() as u64
 }
 
 /// A GPU that a running job holds, picked at random.

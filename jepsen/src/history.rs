@@ -37,6 +37,10 @@ pub struct Header {
     /// in older histories and in scenarios that do not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptTimes>,
+    /// The kinds of fault the scenario injects (absent in older histories
+    /// and in scenarios without faults).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<String>,
 }
 
 /// How long a preempted attempt may run on: the grace from the notice to
@@ -279,6 +283,16 @@ pub enum EventKind {
         /// Its log file's size, bytes (all its runs write to the same file).
         log_bytes: u64,
     },
+    /// What showed that a fault took effect, counted while it lasted (a
+    /// disk stall: the stalled controller's slow-sync lines).
+    FaultEffect {
+        /// The fault's id, as `FaultBegin` gave it.
+        fault: u64,
+        /// What was counted.
+        effect: String,
+        /// How many were seen.
+        count: u64,
+    },
     /// The controllers a partition (`FaultBegin` `fault`) left without a
     /// majority of the controllers: none of them may lead until the heal.
     Minority {
@@ -340,6 +354,8 @@ pub enum Reply {
     Cancelled,
     /// The job as read.
     Read(JobView),
+    /// A read's answer held no such job.
+    NotFound,
 }
 
 /// A job as a read saw it: enough to order what reads saw.

@@ -15,6 +15,7 @@ pub fn header() -> Header {
         liveness_bound_ms: 60_000,
         clock_tolerance_ms: 500,
         preemption: None,
+        faults: Vec::new(),
     }
 }
 

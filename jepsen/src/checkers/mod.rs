@@ -3,6 +3,7 @@
 
 pub mod accounting;
 pub mod controller_outage;
+pub mod coverage;
 pub mod elections;
 pub mod gang;
 pub mod gpu_exclusivity;
@@ -37,5 +38,6 @@ pub fn check_all(history: &History) -> Vec<Verdict> {
         controller_outage::check(history),
         resources::check(history),
         elections::check(history),
+        coverage::check(history),
     ]
 }

@@ -4,7 +4,10 @@
 //! clients only read it. A read may see any value the job held while the
 //! read was in flight, so a read never returns a value older than one a read
 //! that completed before it began already saw. Each job's reads are checked
-//! with the Wing–Gong/Lowe search in [`crate::linearizability`].
+//! with the Wing–Gong/Lowe search in [`crate::linearizability`]. A read
+//! that began after the job's submission was acknowledged and answered
+//! without the job (a stale replica's answer) is a violation too: the job
+//! existed before the read began.
 
 use std::collections::BTreeMap;
 
@@ -51,8 +54,36 @@ pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::new(NAME, PROMISE);
     let mut invoked: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut reads: BTreeMap<u64, Vec<Timed<Version>>> = BTreeMap::new();
+    let mut acknowledged: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut not_found = 0u32;
     for event in &history.events {
         match &event.kind {
+            EventKind::Ok {
+                reply: Reply::Submitted { job },
+                ..
+            } => {
+                acknowledged.entry(*job).or_insert(event.t);
+            }
+            EventKind::Ok {
+                op,
+                reply: Reply::NotFound,
+                ..
+            } => {
+                let Some((job, t)) = invoked.remove(op) else {
+                    continue;
+                };
+                not_found += 1;
+                if let Some(acked) = acknowledged.get(&job).filter(|acked| **acked < t) {
+                    verdict.violation(
+                        Some(t),
+                        Some(job),
+                        format!(
+                            "job {job}: a read at {t}..{} ms did not find it, though its submission was acknowledged at {acked} ms",
+                            event.t
+                        ),
+                    );
+                }
+            }
             EventKind::Invoke {
                 op,
                 call: Call::Read { job },
@@ -103,6 +134,7 @@ pub fn check(history: &History) -> Verdict {
     }
     verdict.measure("reads", total as f64);
     verdict.measure("jobs_read", reads.len() as f64);
+    verdict.measure("reads_not_found", f64::from(not_found));
     verdict
 }
 
@@ -141,5 +173,40 @@ mod tests {
                 .contains("job 7: a read at 30..40 ms saw (0, 0, 0) after a read that completed at 20 ms had seen (0, 1, 1)"),
             "{verdict:?}"
         );
+    }
+
+    /// A stale replica that has not applied the submission yet answers a
+    /// read without the job: once the submission was acknowledged, that is
+    /// a stale read, not information.
+    #[test]
+    fn a_read_that_misses_an_acknowledged_job_is_caught() {
+        let not_found = |b: &mut Builder, op: u64, (from, to): (u64, u64)| {
+            b.event(
+                from,
+                EventKind::Invoke {
+                    process: 9,
+                    op,
+                    call: Call::Read { job: 7 },
+                },
+            )
+            .event(
+                to,
+                EventKind::Ok {
+                    process: 9,
+                    op,
+                    replica: None,
+                    reply: Reply::NotFound,
+                },
+            );
+        };
+        let mut b = Builder::new();
+        // Before the acknowledgement the job may rightly not be there yet.
+        not_found(&mut b, 100, (5, 8));
+        b.submit(1, "w1", 10, Some(7));
+        not_found(&mut b, 101, (30, 40));
+        let verdict = check(&b.history());
+        assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
+        assert!(verdict.violations[0].message.contains("did not find it"));
+        assert_eq!(verdict.measured("reads_not_found"), Some(2.0));
     }
 }
