@@ -1,16 +1,27 @@
 //! corral-logging: how the daemons (`corrald`, `corral-agent`) log. Lines go
-//! to standard error (which `corral local` writes to files and systemd to the
-//! journal), filtered by `RUST_LOG`, and a line that repeats is rate-limited
-//! per call site with a count of what was suppressed ([`repeat_limit`]): a
-//! fault that lasts minutes costs a few lines a minute, not megabytes.
+//! to standard error, filtered by `RUST_LOG`, and a line that repeats is
+//! rate-limited per call site with a count of what was suppressed
+//! ([`repeat_limit`]): a fault that lasts minutes costs a few lines a minute,
+//! not megabytes. Where standard error goes decides the rest:
+//!
+//! - a file (`corral local` sets `CORRAL_LOG_FILE` to it): rotated past
+//!   `CORRAL_LOG_MAX_BYTES` (64 MiB), keeping `CORRAL_LOG_KEEP` (3) old files
+//!   ([`capped_file`]);
+//! - the systemd journal (`JOURNAL_STREAM` set): each line carries its
+//!   syslog priority and no timestamp ([`journal`]);
+//! - a terminal: colours.
 
+pub mod capped_file;
+pub mod journal;
 pub mod repeat_limit;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+pub use capped_file::{CappedStderr, LogCap};
 pub use repeat_limit::{RepeatBudget, RepeatLimit};
 
 /// Lines one call site may write per window before the rest are counted.
@@ -18,18 +29,68 @@ pub const LINES_PER_WINDOW: u32 = 5;
 /// The window.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
+/// A log file's cap unless `CORRAL_LOG_MAX_BYTES` says otherwise.
+pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Rotated files kept unless `CORRAL_LOG_KEEP` says otherwise.
+pub const DEFAULT_KEEP: u32 = 3;
+
+/// The cap the environment asks for: `CORRAL_LOG_FILE` (the file standard
+/// error writes to), `CORRAL_LOG_MAX_BYTES`, `CORRAL_LOG_KEEP`; `None`
+/// without a file. A value that does not parse is said on standard error
+/// and the default used.
+pub fn cap_from_env() -> Option<LogCap> {
+    let path = PathBuf::from(std::env::var_os("CORRAL_LOG_FILE")?);
+    let number = |name: &str, default: u64| match std::env::var(name) {
+        Ok(text) => text.trim().parse().unwrap_or_else(|_| {
+            eprintln!("{name}={text:?} is not a number of bytes or files; using {default}");
+            default
+        }),
+        Err(_) => default,
+    };
+    Some(LogCap {
+        path,
+        max_bytes: number("CORRAL_LOG_MAX_BYTES", DEFAULT_MAX_BYTES).max(1),
+        keep: u32::try_from(number("CORRAL_LOG_KEEP", u64::from(DEFAULT_KEEP)))
+            .unwrap_or(DEFAULT_KEEP),
+    })
+}
+
 /// Installs the daemon's logger: `RUST_LOG` or `default_filter`, to standard
-/// error, with repeated lines limited to [`LINES_PER_WINDOW`] per call site
-/// every [`WINDOW`].
+/// error (capped and rotated, or for the journal, as the environment says),
+/// with repeated lines limited to [`LINES_PER_WINDOW`] per call site every
+/// [`WINDOW`].
 pub fn init_daemon(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .finish()
-        .with(RepeatLimit::to_stderr(LINES_PER_WINDOW, WINDOW))
-        .init();
+    let limit = RepeatLimit::to_stderr(LINES_PER_WINDOW, WINDOW);
+    if journal::stderr_is_journal() {
+        let format = tracing_subscriber::fmt::format()
+            .without_time()
+            .with_ansi(false);
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .event_format(journal::WithPriority(format))
+            .finish()
+            .with(limit)
+            .init();
+    } else if let Some(cap) = cap_from_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(CappedStderr::new(cap))
+            .with_ansi(false)
+            .finish()
+            .with(limit)
+            .init();
+    } else {
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .finish()
+            .with(limit)
+            .init();
+    }
 }

@@ -82,6 +82,12 @@ impl LocalCluster {
     /// and `corral-agent` in DIR (another build's: to check that a test fails
     /// on a build without the feature it tests).
     pub fn start_with_args(controllers: u32, args: &[&str]) -> LocalCluster {
+        Self::start_with_env(controllers, args, &[])
+    }
+
+    /// `start_with_args`, with `env` set for `corral local up` (and so for
+    /// the daemons it starts).
+    pub fn start_with_env(controllers: u32, args: &[&str], env: &[(&str, &str)]) -> LocalCluster {
         let (corral, corrald, agent) = match std::env::var_os("CORRAL_E2E_BIN_DIR") {
             Some(dir) => {
                 let dir = PathBuf::from(dir);
@@ -103,6 +109,7 @@ impl LocalCluster {
             .arg("--corral-agent")
             .arg(agent)
             .args(args)
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         assert!(

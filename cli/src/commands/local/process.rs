@@ -1,7 +1,9 @@
 //! Starting the processes of a local cluster so that each can be started again
 //! the same way: the command line and environment of every process are kept in
 //! `DIR/launch/NAME.json`, its pid in `DIR/pids/NAME.pid`, and its output is
-//! appended to `DIR/logs/NAME.log`. `corral local start NAME` uses the record
+//! appended to `DIR/logs/NAME.log` (the daemons rotate it past 64 MiB,
+//! keeping three: `CORRAL_LOG_MAX_BYTES`, `CORRAL_LOG_KEEP` in the caller's
+//! environment change that). `corral local start NAME` uses the record
 //! to bring back a controller or agent that was stopped or killed (the chaos
 //! suite, tests and operators trying failures by hand).
 
@@ -30,11 +32,25 @@ fn record_path(dir: &Path, name: &str) -> PathBuf {
     dir.join("launch").join(format!("{name}.json"))
 }
 
+/// The caller's settings of a daemon's log cap (see corral-logging), handed
+/// on to every process and kept in its record, so a restart keeps them.
+const LOG_CAP_SETTINGS: [&str; 2] = ["CORRAL_LOG_MAX_BYTES", "CORRAL_LOG_KEEP"];
+
 /// Starts process `name` of the cluster in `dir` as `launch` says (in the
-/// background, in its own process group, output appended to its log) and
-/// records how, and its pid.
+/// background, in its own process group, output appended to its log, which
+/// the daemon caps and rotates: `CORRAL_LOG_FILE`) and records how, and its
+/// pid.
 pub fn spawn(dir: &Path, name: &str, launch: &Launch) -> anyhow::Result<u32> {
     std::fs::create_dir_all(dir.join("launch"))?;
+    let mut launch = launch.clone();
+    for key in LOG_CAP_SETTINGS {
+        if let Ok(value) = std::env::var(key)
+            && !launch.env.iter().any(|(k, _)| k == key)
+        {
+            launch.env.push((key.to_string(), value));
+        }
+    }
+    let launch = &launch;
     let record = serde_json::to_string_pretty(launch)?;
     std::fs::write(record_path(dir, name), record)
         .with_context(|| format!("cannot write {}", record_path(dir, name).display()))?;
@@ -61,6 +77,7 @@ fn start(
     let child = command
         .args(&launch.args)
         .envs(launch.env.iter().chain(extra).map(|(k, v)| (k, v)))
+        .env("CORRAL_LOG_FILE", &log_path)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
