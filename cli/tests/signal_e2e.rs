@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::{LocalCluster, corral_bin, logs, script};
+use support::{LocalCluster, corral_bin, logs, script, wait_until};
 
 fn me() -> String {
     let out = Command::new("id").arg("-un").output().unwrap();
@@ -119,6 +119,13 @@ while true; do sleep 0.1; done
     let out = cluster.ok(&owner, &["cancel", "--signal", "SIGUSR1", "--batch", &id]);
     assert!(out.contains("the batch shell"), "{out}");
     wait_for_file(&cluster, &got(dir, "USR1", &id), Duration::from_secs(30));
+    // The trap has written its line (the file exists as soon as the
+    // redirection opens it): the shell is out of the handler before the
+    // next signal comes. (Seen once in CI under load: a HUP sent while the
+    // USR1 handler ran never ran its own.)
+    wait_until(Duration::from_secs(30), "the USR1 trap's line", || {
+        std::fs::read_to_string(got(dir, "USR1", &id)).is_ok_and(|l| l.contains("USR1"))
+    });
 
     // scancel -f: the shell and the steps' tasks.
     succeeded(
