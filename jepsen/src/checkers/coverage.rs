@@ -27,15 +27,13 @@ pub fn check(history: &History) -> Verdict {
             EventKind::FaultEffect {
                 fault,
                 effect,
-                count,
+                count: 0,
             } => {
-                if *count == 0 {
-                    verdict.violation(
-                        Some(event.t),
-                        None,
-                        format!("fault {fault} showed no effect: no {effect} while it lasted"),
-                    );
-                }
+                verdict.violation(
+                    Some(event.t),
+                    None,
+                    format!("fault {fault} showed no effect: no {effect} while it lasted"),
+                );
             }
             _ => {}
         }
