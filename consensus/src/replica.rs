@@ -320,20 +320,12 @@ impl Replica {
             election_timing.lease,
             stale.clone(),
         );
-        let elector = tokio::spawn(crate::election::elector::run(
-            config.id,
-            raft.clone(),
-            network.clone(),
-            judge.clone(),
-            election_timing,
-            leadership.clone(),
-        ));
         let (closing, closing_watch) = watch::channel(false);
         let service = PeerServer::new(PeerService::new(
             raft.clone(),
             Arc::clone(&proposer),
             metrics,
-            judge,
+            judge.clone(),
             closing_watch,
         ))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -342,6 +334,15 @@ impl Replica {
         let builder = Server::builder()
             .tls_config(config.tls.server_config())
             .map_err(|e| StartError::Peer(format!("peer TLS: {e}")))?;
+        // Spawned once nothing can fail any more: it holds Raft and the log.
+        let elector = tokio::spawn(crate::election::elector::run(
+            config.id,
+            raft.clone(),
+            network.clone(),
+            judge,
+            election_timing,
+            leadership.clone(),
+        ));
         let (stop_server, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let shutdown = async {

@@ -4,8 +4,8 @@
 //! removal: in its own view it is still a voter, and no leader writes to it
 //! any more. Before pre-vote it stood for election at every timeout, its term
 //! climbing without end (term 4 → 20 in 8 s in the chaos suite). Now it asks
-//! first, the voters refuse (they hear from their leader, and it is no voter
-//! of theirs), and its term stays where it was.
+//! first, the voters refuse (they hear from their leader, and its log,
+//! which missed the removal, is shorter), and its term stays where it was.
 
 #![allow(clippy::unwrap_used)]
 
@@ -81,8 +81,8 @@ async fn a_follower_back_after_a_long_stop_causes_no_election() {
 
 /// A cluster whose very first election fails (the other replicas were not
 /// up yet) still elects once they are: the replicas that never heard the
-/// configuration judge a pre-vote by term and log alone. (Without that,
-/// the first replica asked forever and every other refused it as no voter
+/// configuration judge a pre-vote by leader and log alone. (When they
+/// refused a candidate missing from their view, the first replica asked forever and every other refused it as no voter
 /// they knew: no leader within 20 s, seen in CI.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_first_election_is_retried_once_the_others_are_up() {

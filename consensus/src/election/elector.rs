@@ -5,9 +5,9 @@
 //! lease plus a random share of the election timeout since it last heard from
 //! a leader or last tried), then reads its Raft state again: heartbeats move
 //! the due time on, so a follower of a live leader only ever wakes to find it
-//! is not due yet. A round asks every other voter at once, within the
-//! shortest election timeout; a majority of every voter set (itself
-//! included) starts openraft's election. A leader, a learner and a replica
+//! is not due yet. A round asks every other voter at once, and ends when a
+//! majority of every voter set (itself included) would vote for it, which
+//! starts openraft's election, or at a deadline. A leader, a learner and a replica
 //! removed from the voters never stand.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,7 +76,12 @@ pub async fn run(
         }
         last_attempt = Some(Instant::now());
         jitter = timing.jitter(rand::random());
-        let granted = ask_voters(id, &network, &judge, &standing, timing.timeout_min).await;
+        // Long enough to open a call stream to a peer no leader's traffic
+        // kept open (followers do not talk to each other), short enough
+        // to leave the round before the next one is due; a round ends as
+        // soon as a majority grants.
+        let within = timing.lease + timing.timeout_max;
+        let granted = ask_voters(id, &network, &judge, &standing, within).await;
         // A vote cast meanwhile (another voter's election, a leader's first
         // message) makes the answers stale: standing now would raise the term
         // past that election and depose its winner.
@@ -176,7 +181,10 @@ async fn ask_voters(
             (peer, reply)
         });
     }
-    while let Some(joined) = asks.join_next().await {
+    while !ballot::majority_of_each(&standing.voter_sets, &granted) {
+        let Some(joined) = asks.join_next().await else {
+            break;
+        };
         let Ok((peer, reply)) = joined else { continue };
         match reply {
             Ok(bytes) => match codec::decode::<PreVoteAnswer>(&bytes) {
@@ -196,5 +204,6 @@ async fn ask_voters(
             Err(status) => tracing::debug!(peer, "no pre-vote answer: {}", status.message()),
         }
     }
+    asks.abort_all();
     granted
 }

@@ -1,13 +1,14 @@
 //! The asked side of a pre-vote: reads what this replica knows from its Raft
 //! state and log, and decides with [`super::pre_vote::decide`].
 
-use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::STEPPED_DOWN_PROBE;
 use super::pre_vote::{self, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
 use crate::log_store::LogStore;
 use crate::types::{Raft, ReplicaId};
@@ -21,6 +22,8 @@ pub struct Judge {
     lease: Duration,
     /// True while this replica leads without a majority (stepped down).
     stepped_down: watch::Receiver<bool>,
+    /// When it last probed for a pre-vote it refused.
+    probed: Arc<Mutex<Option<Instant>>>,
 }
 
 /// Why a pre-vote could not be judged: this replica's Raft stopped or its log
@@ -45,6 +48,7 @@ impl Judge {
             log,
             lease,
             stepped_down,
+            probed: Arc::default(),
         }
     }
 
@@ -52,7 +56,7 @@ impl Judge {
     pub async fn view(&self) -> Result<VoterView, JudgeError> {
         let (id, lease) = (self.id, self.lease);
         let stepped_down = *self.stepped_down.borrow();
-        let (term, leader_alive, voters) = self
+        let (term, leader_alive) = self
             .raft
             .with_raft_state(move |st| {
                 let vote = st.vote_ref();
@@ -65,9 +69,7 @@ impl Judge {
                             .vote_last_modified()
                             .is_some_and(|at| Instant::now().saturating_duration_since(at) <= lease)
                 };
-                let voters: BTreeSet<ReplicaId> =
-                    st.membership_state.effective().voter_ids().collect();
-                (vote.leader_id.term, leader_alive, voters)
+                (vote.leader_id.term, leader_alive)
             })
             .await
             .map_err(|e| JudgeError(e.to_string()))?;
@@ -79,17 +81,20 @@ impl Judge {
             term,
             last_log_id,
             leader_alive,
-            voters,
         })
     }
 
     /// Answers `request`. A leader that stepped down and refuses a candidate
-    /// for its shorter log sends one heartbeat at once: a majority that hears
-    /// it again takes it back, where waiting for that candidate's election
-    /// would wait forever.
+    /// for its shorter log sends one heartbeat (at most one per
+    /// [`STEPPED_DOWN_PROBE`], so its heartbeats do not keep renewing the
+    /// followers' leases under other candidates' elections): a majority that
+    /// hears it again takes it back, where that candidate could never win.
     pub async fn answer(&self, request: &PreVoteRequest) -> Result<PreVoteAnswer, JudgeError> {
         let answer = pre_vote::decide(request, &self.view().await?);
-        if answer.refusal == Some(Refusal::LogBehind) && *self.stepped_down.borrow() {
+        if answer.refusal == Some(Refusal::LogBehind)
+            && *self.stepped_down.borrow()
+            && self.probe_due()
+        {
             let _ = self.raft.trigger().heartbeat().await;
         }
         tracing::debug!(
@@ -99,5 +104,16 @@ impl Judge {
             "pre-vote asked"
         );
         Ok(answer)
+    }
+
+    /// True, and noted, when no probe went out within [`STEPPED_DOWN_PROBE`].
+    fn probe_due(&self) -> bool {
+        let mut probed = self.probed.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let due = probed.is_none_or(|at| now.saturating_duration_since(at) >= STEPPED_DOWN_PROBE);
+        if due {
+            *probed = Some(now);
+        }
+        due
     }
 }

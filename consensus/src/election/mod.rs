@@ -9,7 +9,9 @@
 //! A replica cut off from the others therefore never raises its term, and
 //! cannot depose a healthy leader when it comes back; a replica that still
 //! hears from a live leader refuses, so neither can a replica that lost only
-//! its own link to the leader ([`judge`] answers).
+//! its own link to the leader ([`judge`] answers: granted when no live leader
+//! is known and the candidate's log is at least as complete; terms and
+//! membership are left to the real vote, see [`pre_vote::decide`]).
 //!
 //! A leader that no majority has acknowledged for
 //! [`crate::RaftTiming::quorum_contact_timeout`] steps down (see

@@ -2,8 +2,6 @@
 //! replica knows (Raft thesis §9.6): would it vote for this candidate at the
 //! next term? Nothing here changes a vote or a term.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
 use crate::types::{LogId, ReplicaId};
@@ -42,10 +40,6 @@ pub enum Refusal {
     LeaderAlive,
     /// The candidate's log ends before its own.
     LogBehind,
-    /// The candidate's term is not above its own.
-    TermBehind,
-    /// The candidate is not a voter in its view of the membership.
-    NotAVoter,
 }
 
 impl std::fmt::Display for Refusal {
@@ -53,8 +47,6 @@ impl std::fmt::Display for Refusal {
         f.write_str(match self {
             Refusal::LeaderAlive => "it hears from a live leader",
             Refusal::LogBehind => "the candidate's log ends before its own",
-            Refusal::TermBehind => "the candidate's term is not above its own",
-            Refusal::NotAVoter => "the candidate is not a voter",
         })
     }
 }
@@ -70,25 +62,22 @@ pub struct VoterView {
     /// majority confirmed) within the leader lease, or leads and a majority
     /// answers it.
     pub leader_alive: bool,
-    /// The voters of its effective membership (every voter set, joint or not).
-    pub voters: BTreeSet<ReplicaId>,
 }
 
-/// Decides a pre-vote: granted only when the candidate is a voter (or this
-/// replica knows no membership yet), no live
-/// leader is known, the candidate's next term is above this replica's term
-/// and its log is at least as complete (the real vote's own rules, so a
-/// granted pre-vote predicts a granted vote).
+/// Decides a pre-vote (Raft thesis §9.6): granted when no live leader is
+/// known and the candidate's log is at least as complete as this replica's.
+///
+/// Neither the terms nor the membership are compared. The real vote compares
+/// terms, and a candidate that lost it raises its own term by standing, so a
+/// pre-vote refused for a term would leave two replicas refusing each other
+/// for good (the one with the longer log at the lower term). The real vote
+/// does not look at membership either: a voter whose view is older than the
+/// candidate's (it missed a membership change) would refuse the new voters.
+/// A replica removed while it was down has missed the removal, so its log is
+/// shorter and the log rule refuses it; and the voters hear their leader.
 pub fn decide(request: &PreVoteRequest, view: &VoterView) -> PreVoteAnswer {
-    // A replica that knows no membership yet (its cluster's first election
-    // failed before it heard the configuration) cannot tell who votes: it
-    // leaves that to the candidate's own view, as the real vote does.
-    let refusal = if !view.voters.is_empty() && !view.voters.contains(&request.candidate) {
-        Some(Refusal::NotAVoter)
-    } else if view.leader_alive {
+    let refusal = if view.leader_alive {
         Some(Refusal::LeaderAlive)
-    } else if request.term <= view.term {
-        Some(Refusal::TermBehind)
     } else if request.last_log_id < view.last_log_id {
         Some(Refusal::LogBehind)
     } else {
@@ -115,7 +104,6 @@ mod tests {
             term,
             last_log_id: last,
             leader_alive,
-            voters: [1, 2, 3].into(),
         }
     }
 
@@ -164,35 +152,24 @@ mod tests {
         assert!(decide(&ask(2, 5, Some(log_id(4, 1, 11))), &mine).granted());
     }
 
+    /// A stood at t+1 and lost (its log shorter); B, at t, has the longer
+    /// log. B must get A's pre-vote whatever the terms, or neither ever
+    /// stands: A refuses nobody for a term, B refuses A for its log.
     #[test]
-    fn a_replica_that_knows_no_membership_judges_term_and_log_only() {
-        let blank = VoterView {
-            term: 0,
-            last_log_id: None,
-            leader_alive: false,
-            voters: BTreeSet::new(),
-        };
-        assert!(decide(&ask(1, 2, Some(log_id(0, 0, 0))), &blank).granted());
-    }
-
-    #[test]
-    fn a_term_not_above_mine_and_a_non_voter_are_refused() {
-        let mine = view(6, None, false);
-        assert_eq!(
-            decide(&ask(2, 6, None), &mine).refusal,
-            Some(Refusal::TermBehind)
-        );
-        assert_eq!(
-            decide(&ask(9, 7, None), &mine).refusal,
-            Some(Refusal::NotAVoter)
-        );
+    fn a_longer_log_at_a_lower_term_is_granted() {
+        let a = view(8, Some(log_id(7, 3, 40)), false);
+        let b_asks = ask(2, 8, Some(log_id(7, 3, 45)));
+        assert!(decide(&b_asks, &a).granted());
+        let b = view(7, Some(log_id(7, 3, 45)), false);
+        let a_asks = ask(1, 9, Some(log_id(7, 3, 40)));
+        assert_eq!(decide(&a_asks, &b).refusal, Some(Refusal::LogBehind));
     }
 
     proptest! {
-        /// Whatever the request, a granted pre-vote means: a voter asked, no
-        /// live leader, a higher term and a log at least as complete.
+        /// Whatever the request, a pre-vote is granted exactly when no live
+        /// leader is known and the candidate's log is at least as complete.
         #[test]
-        fn a_grant_always_meets_every_rule(
+        fn a_grant_is_exactly_no_leader_and_a_complete_log(
             candidate in 1u64..5,
             req_term in 0u64..6,
             req_last in proptest::option::of((0u64..6, 1u64..4, 0u64..20)),
@@ -204,12 +181,7 @@ mod tests {
             let request = ask(candidate, req_term, req_last.map(to_id));
             let mine = view(my_term, my_last.map(to_id), alive);
             let answer = decide(&request, &mine);
-            if answer.granted() {
-                prop_assert!(mine.voters.is_empty() || mine.voters.contains(&candidate));
-                prop_assert!(!alive);
-                prop_assert!(req_term > my_term);
-                prop_assert!(request.last_log_id >= mine.last_log_id);
-            }
+            prop_assert_eq!(answer.granted(), !alive && request.last_log_id >= mine.last_log_id);
             prop_assert_eq!(answer.term, my_term);
         }
     }
