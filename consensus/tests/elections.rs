@@ -109,3 +109,45 @@ async fn a_failed_first_election_is_retried_once_the_others_are_up() {
     cluster.converged_digests().await;
     cluster.shutdown().await;
 }
+
+/// A leader that loses its quorum steps down by itself: it names no leader,
+/// reports `SteppedDown` and refuses proposals at once; once a majority is
+/// back, the cluster has a leader again (the old one taken back by its
+/// probe, or another elected).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_without_its_quorum_steps_down_and_a_majority_leads_again() {
+    let mut cluster = TestCluster::start(3).await;
+    cluster.propose(mark("before")).await.unwrap();
+    let leader = cluster.leader().await;
+    let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    cluster.stop(followers[0]).await;
+    cluster.stop(followers[1]).await;
+    let deadline = tokio::time::Instant::now() + cluster.patience;
+    loop {
+        let replica = &cluster.replicas[&leader];
+        if replica.metrics().role == corral_consensus::replica::STEPPED_DOWN_ROLE
+            && !replica.leadership().borrow().is_self
+            && replica.leadership().borrow().leader.is_none()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the leader never stepped down: {:?}",
+            replica.metrics()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = cluster.replicas[&leader].propose(mark("alone")).await;
+    assert!(
+        matches!(
+            refused,
+            Err(corral_consensus::ProposeError::NotLeader { leader: None })
+        ),
+        "{refused:?}"
+    );
+    cluster.launch(followers[0]).await;
+    // Committed on a majority of two: a leader exists again.
+    cluster.propose(mark("after")).await.unwrap();
+    cluster.shutdown().await;
+}
