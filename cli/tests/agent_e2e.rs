@@ -621,11 +621,7 @@ fn an_agent_cut_off_from_the_controllers_alone_kills_its_job_itself() {
     );
     let (id, node) = submit_and_start(&cluster, &path);
     let job_pid = job_pid(dir, "job", Duration::from_secs(30));
-    wait_until(
-        Duration::from_secs(60),
-        "every agent to hold the roster",
-        || cluster.agent_log_lines("holds the cluster's roster").len() >= 3,
-    );
+    support::wait_whole_roster(&cluster, 3);
     let controllers: Vec<String> = (1..=3).map(|c| format!("controller-{c}")).collect();
     cluster.cut(&format!("agent-{node}"), &controllers);
     let cut = Instant::now();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use support::{
     LocalCluster, alive, completed_once, job_pid, logs, pid_of, signal, submit_and_start,
-    wait_until, waiting_job,
+    waiting_job,
 };
 
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -33,10 +33,11 @@ fn every_controller_down_for_twice_the_lease_kills_no_job() {
         let (id, _) = submit_and_start(&cluster, &waiting_job(dir, &name, "go", 600));
         jobs.push((id, name.clone(), job_pid(dir, &name, PATIENCE)));
     }
-    // Every agent holds the roster before the controllers go.
-    wait_until(PATIENCE, "every agent to hold the roster", || {
-        cluster.agent_log_lines("holds the cluster's roster").len() >= 3
-    });
+    // Every agent holds the roster, with every member's step address,
+    // before the controllers go (seen in CI: the controllers were killed
+    // 60 ms after the first rosters, built before the last agent registered,
+    // and no agent could ask another).
+    support::wait_whole_roster(&cluster, 3);
     for c in 1..=3 {
         signal(pid_of(dir, &format!("controller-{c}")), "-KILL");
     }

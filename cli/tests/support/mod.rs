@@ -532,3 +532,23 @@ pub fn completed_once(cluster: &LocalCluster, id: &str, output: &str) {
     let fenced = cluster.agent_log_lines("lease lapsed");
     assert!(fenced.is_empty(), "agents fenced their jobs: {fenced:?}");
 }
+
+/// Waits until each of the cluster's `nodes` agents holds the roster with
+/// every member's step address (a roster built before the last agent
+/// registered names it without one, and an agent cannot ask a member
+/// without an address during a controller outage).
+pub fn wait_whole_roster(cluster: &LocalCluster, nodes: usize) {
+    let line = format!("holds the cluster's roster nodes={nodes} reachable={nodes}");
+    wait_until(
+        Duration::from_secs(60),
+        "every agent to hold the whole roster",
+        || {
+            let agents: std::collections::BTreeSet<String> = cluster
+                .agent_log_lines(&line)
+                .iter()
+                .filter_map(|l| l.split(':').next().map(String::from))
+                .collect();
+            agents.len() >= nodes
+        },
+    );
+}

@@ -280,10 +280,23 @@ impl Session<'_> {
                     );
                     return Ok(());
                 }
-                let held = self.parts.roster.borrow().as_ref().map(|r| r.digest);
-                if held != Some(roster.digest) {
+                // Logged when the members or how many of them this agent
+                // can ask change: a member without a step address cannot be
+                // asked during a controller outage (it registered after the
+                // leader built the roster, or has no step channel).
+                let reachable = |r: &corral_proto::roster::Roster| {
+                    r.members.values().filter(|a| a.is_some()).count()
+                };
+                let held = self
+                    .parts
+                    .roster
+                    .borrow()
+                    .as_ref()
+                    .map(|r| (r.digest, reachable(r)));
+                if held != Some((roster.digest, reachable(&roster))) {
                     tracing::info!(
                         nodes = roster.members.len(),
+                        reachable = reachable(&roster),
                         digest = %roster.digest,
                         "holds the cluster's roster"
                     );
