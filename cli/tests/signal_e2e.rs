@@ -94,7 +94,9 @@ for sig in USR1 USR2 HUP; do
   trap "echo $sig > \"$SLURM_SUBMIT_DIR/got-$sig-$SLURM_JOB_ID\"" $sig
 done
 touch "$SLURM_SUBMIT_DIR/ready-$SLURM_JOB_ID"
-while true; do sleep 0.1; done
+# `wait` returns at once for a trapped signal (a foreground `sleep` would
+# delay the trap until it ends), so each trap runs as its signal comes.
+while true; do sleep 0.1 & wait $!; done
 "#,
     );
     let id = submit(&cluster, &[path.to_str().unwrap()]);
