@@ -421,8 +421,13 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
             }
         });
         // The clients and the nemesis are done: the last fault is healed.
-        // Let every job end, then note who leads.
+        // Let every job end, then note who leads; the observer watches the
+        // replicas rejoin for the liveness checker's whole window after the
+        // heal, however soon the jobs drained.
+        let healed_at = Instant::now();
         let drained = drain(&cluster, Duration::from_secs(args.liveness_s));
+        let window = Duration::from_millis(corral_jepsen::checkers::rejoin::REJOIN_WITHIN + 1_000);
+        std::thread::sleep(window.saturating_sub(healed_at.elapsed()));
         if let Some((leader, term)) = cluster.leader() {
             recorder.record(EventKind::Leader {
                 replica: leader,
