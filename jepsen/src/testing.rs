@@ -54,6 +54,21 @@ impl Builder {
         self
     }
 
+    /// Fault `id` of `kind` on controller-1, cutting off no node, from
+    /// `began` until `healed`.
+    pub fn fault(&mut self, id: u64, kind: &str, (began, healed): (u64, u64)) -> &mut Self {
+        self.event(
+            began,
+            EventKind::FaultBegin {
+                fault: id,
+                kind: kind.into(),
+                target: "controller-1".into(),
+                cut_off: Vec::new(),
+            },
+        )
+        .event(healed, EventKind::FaultHealed { fault: id })
+    }
+
     /// A submission invoked at `t`, acknowledged with `job` at `t + 1`, or
     /// indeterminate then when `job` is `None`.
     pub fn submit(&mut self, op: u64, name: &str, t: u64, job: Option<u64>) -> &mut Self {

@@ -161,16 +161,7 @@ mod tests {
     }
 
     fn fault(b: &mut Builder, id: u64, kind: &str, began: u64, healed: u64) {
-        b.event(
-            began,
-            EventKind::FaultBegin {
-                fault: id,
-                kind: kind.into(),
-                target: "controller-1".into(),
-                cut_off: Vec::new(),
-            },
-        );
-        b.event(healed, EventKind::FaultHealed { fault: id });
+        b.fault(id, kind, (began, healed));
     }
 
     #[test]

@@ -162,16 +162,7 @@ mod tests {
     use crate::testing::Builder;
 
     fn fault(b: &mut Builder, id: u64, kind: &str, began: u64, healed: u64) {
-        b.event(
-            began,
-            EventKind::FaultBegin {
-                fault: id,
-                kind: kind.into(),
-                target: "controller-1".into(),
-                cut_off: Vec::new(),
-            },
-        );
-        b.event(healed, EventKind::FaultHealed { fault: id });
+        b.fault(id, kind, (began, healed));
     }
 
     fn replicas(b: &mut Builder, t: u64, leader: u64, caught_up: &[u64]) {
