@@ -181,7 +181,7 @@ fn the_leader_mails_begin_and_end_through_the_mail_program() {
         bin.path(),
         "mail",
         &format!(
-            "#!/bin/sh\necho \"$1|$2|$3|$SLURM_JOB_MAIL_TYPE|$SLURM_JOB_STATE\" >> {}\n",
+            "#!/bin/sh\necho \"$1|$2|$3|$4|$SLURM_JOB_MAIL_TYPE|$SLURM_JOB_STATE\" >> {}\n",
             log.display()
         ),
     );
@@ -209,15 +209,37 @@ fn the_leader_mails_begin_and_end_through_the_mail_program() {
     let began = format!("-s|Slurm Job_id={id} Name=mailed.sh Began, Queued time 00:00:");
     assert!(lines[0].starts_with(&began), "{mails}");
     assert!(
-        lines[0].ends_with("|ops@example.org|Began|RUNNING"),
+        lines[0].ends_with("|--|ops@example.org|Began|RUNNING"),
         "{mails}"
     );
     let ended = format!("-s|Slurm Job_id={id} Name=mailed.sh Ended, Run time 00:00:");
     assert!(lines[1].starts_with(&ended), "{mails}");
     assert!(
-        lines[1].ends_with(", COMPLETED, ExitCode 0|ops@example.org|Ended|COMPLETED"),
+        lines[1].ends_with(", COMPLETED, ExitCode 0|--|ops@example.org|Ended|COMPLETED"),
         "{mails}"
     );
+    // A recipient the mail program would read as an option (GNU mail's
+    // --exec runs a command as the controller's user) is refused at
+    // submission: no job, no mail.
+    let pwned = cluster.dir.path().join("pwned");
+    let hostile = format!("--mail-user=--exec=!touch {}", pwned.display());
+    let refused = cluster.corral(
+        &support::me(),
+        &[
+            "submit",
+            "--mail-type=BEGIN",
+            &hostile,
+            path.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("user name") && stderr.contains("user@host"),
+        "{stderr}"
+    );
+    assert_eq!(cluster.jobs().len(), 1, "the refused submission left a job");
+    assert!(!pwned.exists());
     let config = support::slurm_link(&cluster, "scontrol", &support::me(), &["show", "config"]);
     let config = String::from_utf8_lossy(&config.stdout);
     assert!(

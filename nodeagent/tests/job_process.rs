@@ -387,3 +387,39 @@ async fn output_to_dev_null_is_accepted_with_and_without_a_user_switch() {
         assert!(status.is_success(), "{status:?}");
     }
 }
+
+#[tokio::test]
+async fn as_root_a_job_enters_its_directory_as_its_user() {
+    through_the_agent();
+    let Some(nobody) = nobody_when_root() else {
+        return;
+    };
+    // A directory anyone could read, behind one closed to the user: root
+    // could enter it, the user cannot.
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let closed = dir.path().join("closed");
+    fs::create_dir(&closed).unwrap();
+    fs::set_permissions(&closed, fs::Permissions::from_mode(0o700)).unwrap();
+    let inner = closed.join("inner");
+    fs::create_dir(&inner).unwrap();
+    fs::set_permissions(&inner, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(inner.join("secret"), "root's\n").unwrap();
+    let own = dir.path().join("own");
+    fs::create_dir(&own).unwrap();
+    chown(&own, Some(nobody.uid), Some(nobody.gid)).unwrap();
+    let mut spec = script_spec(dir.path(), "#!/bin/sh\ncat secret\n", Some(nobody.clone()));
+    spec.workdir = inner.clone();
+    spec.stdout = own.join("out");
+    spec.stderr = own.join("out");
+    let outcome = match JobProcess::spawn(&spec) {
+        Err(e) => Err(e.to_string()),
+        Ok(mut process) => Ok(process.wait().await.unwrap()),
+    };
+    let out = fs::read_to_string(own.join("out")).unwrap_or_default();
+    assert!(!out.contains("root's"), "the job read {out:?}");
+    match outcome {
+        Err(e) => assert!(e.contains("ermission denied"), "{e}"),
+        Ok(status) => assert!(!status.is_success(), "{status:?}: {out}"),
+    }
+}

@@ -337,3 +337,32 @@ fn a_time_min_beyond_the_time_limit_is_refused_as_slurm_refuses_it() {
     let (options, _) = parse_args(&["--time=20", "--time-min=10", "x.sh"]).expect("args parse");
     assert!(build_request(options, ScriptSource::Wrap("true".into()), &context()).is_ok());
 }
+
+#[test]
+fn a_mail_user_a_mail_program_would_read_as_an_option_is_refused_at_submission() {
+    let hostile = "--mail-user=--exec=!touch /tmp/pwned";
+    let err = parse_args(&["--mail-type=END", hostile, "train.sh"]).expect_err("refused");
+    let message = err.to_string();
+    assert!(message.contains("--exec=!touch /tmp/pwned"), "{message}");
+    assert!(
+        message.contains("user name") && message.contains("user@host"),
+        "{message}"
+    );
+    let script = format!("#!/bin/bash\n#SBATCH --mail-type=END\n#SBATCH {hostile}\ntrue\n");
+    assert!(parse_script_directives(&script).is_err());
+    for hostile in [
+        "|/bin/sh",
+        "/etc/cron.d/x",
+        "a b@x.org",
+        "-Ssendmail=/tmp/x",
+    ] {
+        assert!(
+            parse_args(&[&format!("--mail-user={hostile}"), "train.sh"]).is_err(),
+            "{hostile}"
+        );
+    }
+    // What users write is kept, normalised.
+    let (options, _) =
+        parse_args(&["--mail-user=ops@example.org, alice", "train.sh"]).expect("parses");
+    assert_eq!(options.mail_user.as_deref(), Some("ops@example.org,alice"));
+}

@@ -1,8 +1,14 @@
 //! The mailer: while this replica leads, it looks at the jobs changed since
 //! its last look (the state's journal) and at running jobs with time-limit
 //! warnings, and runs the configured mail program (Slurm's `MailProg`) for
-//! each notice, one at a time, as `PROGRAM -s SUBJECT RECIPIENT` with the
+//! each notice, one at a time, as `PROGRAM -s SUBJECT -- RECIPIENTS` with the
 //! notice's `SLURM_JOB_*` variables.
+//!
+//! The arguments come from a user's job, and the program runs as the
+//! controller's user: the recipients are checked again here (a job an older
+//! build accepted may name anything; one that fails is not mailed), `--` ends
+//! the program's options whatever they are, and the subject's control
+//! characters (a job name with a newline would add mail headers) become spaces.
 //!
 //! At most once: a replica that starts to lead first counts everything that
 //! has happened as mailed, so no mail is sent twice across a failover; one
@@ -18,6 +24,8 @@ use std::time::Duration;
 use corral_consensus::Replica;
 use corral_state::JobId;
 use corral_state::job_table::JobChanges;
+use corral_state::slurm::FormatError;
+use corral_state::slurm::mail_user;
 use tokio::sync::{mpsc, watch};
 
 use super::notices::{Mail, Seen, notices};
@@ -134,11 +142,44 @@ async fn send_all(program: PathBuf, mut rx: mpsc::Receiver<Mail>) {
     }
 }
 
+/// The mail program's arguments for `mail`, or why it must not be mailed.
+fn arguments(mail: &Mail) -> Result<Vec<String>, FormatError> {
+    let recipients = mail_user::recipients(&mail.to)?;
+    let subject: String = mail
+        .subject
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    Ok([
+        "-s".to_string(),
+        subject,
+        "--".to_string(),
+        recipients.join(","),
+    ]
+    .into())
+}
+
 /// Runs the mail program for `mail`; logs what went wrong.
 async fn send(program: &PathBuf, mail: &Mail) {
+    let arguments = match arguments(mail) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            tracing::warn!(
+                subject = %mail.subject,
+                "not mailed: {e} (the job was accepted by a build that did not check its --mail-user)"
+            );
+            return;
+        }
+    };
+    run_program(program, &arguments, mail).await;
+}
+
+/// Runs `program` with `arguments` and the notice's environment; logs what
+/// went wrong.
+async fn run_program(program: &PathBuf, arguments: &[String], mail: &Mail) {
     let mut command = tokio::process::Command::new(program);
     command
-        .args(["-s", &mail.subject, &mail.to])
+        .args(arguments)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .envs(&mail.environment)
@@ -165,5 +206,123 @@ async fn send(program: &PathBuf, mail: &Mail) {
             "the mail program ran past {} s and was killed",
             MAIL_TIMEOUT.as_secs()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn mail_to(to: &str, subject: &str) -> Mail {
+        Mail {
+            to: to.to_string(),
+            subject: subject.to_string(),
+            environment: BTreeMap::from([("SLURM_JOB_ID".to_string(), "7".to_string())]),
+        }
+    }
+
+    const HOSTILE: &str = "--exec=!touch PWNED";
+
+    fn hostile_in(dir: &Path) -> String {
+        HOSTILE.replace("PWNED", &dir.join("pwned").display().to_string())
+    }
+
+    #[test]
+    fn recipients_follow_the_end_of_options_and_the_subject_is_one_line() {
+        let args = arguments(&mail_to(
+            "a@x.org, bob",
+            "Slurm Job_id=7 Name=a\nBcc: eve Began",
+        ))
+        .expect("arguments");
+        assert_eq!(
+            args,
+            [
+                "-s",
+                "Slurm Job_id=7 Name=a Bcc: eve Began",
+                "--",
+                "a@x.org,bob"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_recipient_that_is_not_one_is_never_given_to_the_program() {
+        for to in [
+            HOSTILE,
+            "-Ssendmail=/tmp/x",
+            "|/bin/sh",
+            "/etc/passwd",
+            "a b",
+        ] {
+            assert!(arguments(&mail_to(to, "s")).is_err(), "{to}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hostile_recipient_from_an_older_build_runs_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A "mail program" that shows whether it ran at all.
+        let program = dir.path().join("mail");
+        let ran = dir.path().join("ran");
+        std::fs::write(&program, format!("#!/bin/sh\ntouch {}\n", ran.display())).expect("write");
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        send(&program, &mail_to(&hostile_in(dir.path()), "s")).await;
+        assert!(
+            !ran.exists(),
+            "the mail program ran for a hostile recipient"
+        );
+        send(&program, &mail_to("alice", "s")).await;
+        assert!(
+            ran.exists(),
+            "the mail program did not run for a good recipient"
+        );
+    }
+
+    /// GNU mailutils' `mail` (Debian's `mailutils`, which `.ci/run` installs)
+    /// runs `--exec`'s command when it reads it as an option. Given as corral
+    /// gives arguments, it must read it as an address.
+    #[tokio::test]
+    async fn the_real_mail_program_reads_what_follows_the_end_of_options_as_an_address() {
+        let program = PathBuf::from("/usr/bin/mail.mailutils");
+        if !program.exists() {
+            eprintln!("skipped: no GNU mail (apt-get install --no-install-recommends mailutils)");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hostile = hostile_in(dir.path());
+        let mail = mail_to(&hostile, "Slurm Job_id=7 Began");
+        run_program(
+            &program,
+            &[
+                "-s".into(),
+                mail.subject.clone(),
+                "--".into(),
+                hostile.clone(),
+            ],
+            &mail,
+        )
+        .await;
+        assert!(
+            !dir.path().join("pwned").exists(),
+            "the mail program ran a command named by the recipient"
+        );
+        // The control: without the end of options (as corral gave it before),
+        // the same program runs the command, so the check above can fail.
+        run_program(
+            &program,
+            &["-s".into(), mail.subject.clone(), hostile],
+            &mail,
+        )
+        .await;
+        assert!(
+            dir.path().join("pwned").exists(),
+            "this mail program has no --exec; the test proves nothing here"
+        );
     }
 }

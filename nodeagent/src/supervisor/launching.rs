@@ -29,6 +29,7 @@ impl std::fmt::Display for Failed {
     }
 }
 use super::{Supervisor, send};
+use crate::job::checkpoint_dir::{CheckpointDirError, make_checkpoint_dir};
 use crate::job::environment::{LaunchContext, batch_environment, login_vars};
 use crate::job::process::{JobProcess, ProcessSpec, login_account, output_paths, write_script};
 
@@ -53,7 +54,7 @@ impl Supervisor {
                     ))
                 })?;
             if batch {
-                this.spawn_batch(&work).map(Some).map_err(Failed::Job)
+                this.spawn_batch(&work).map(Some)
             } else {
                 Ok(None)
             }
@@ -109,24 +110,29 @@ impl Supervisor {
         }
     }
 
-    fn spawn_batch(&self, launch: &Launch) -> Result<JobProcess, String> {
+    fn spawn_batch(&self, launch: &Launch) -> Result<JobProcess, Failed> {
         let job = &launch.job;
         let attempt = job
             .attempts
             .iter()
             .find(|a| a.number == launch.attempt)
-            .ok_or_else(|| format!("job {} has no attempt {}", job.id, launch.attempt))?;
+            .ok_or_else(|| {
+                Failed::Agent(format!("job {} has no attempt {}", job.id, launch.attempt))
+            })?;
         let checkpoint_dir = self.checkpoint_dir(job.id);
-        let user = self.job_user(job)?;
-        std::fs::create_dir_all(&checkpoint_dir)
-            .map_err(|e| format!("cannot create {}: {e}", checkpoint_dir.display()))?;
-        if let Some(user) = &user {
-            let _ = nix::unistd::chown(
-                &checkpoint_dir,
-                Some(nix::unistd::Uid::from_raw(user.uid)),
-                Some(nix::unistd::Gid::from_raw(user.gid)),
-            );
-        }
+        let user = self.job_user(job).map_err(Failed::Job)?;
+        make_checkpoint_dir(
+            &self.settings.checkpoint_root,
+            &job.id.to_string(),
+            user.as_ref(),
+        )
+        .map_err(|e| match e {
+            // This node's fault: the attempt runs elsewhere.
+            CheckpointDirError::Root { .. } => Failed::Agent(e.to_string()),
+            CheckpointDirError::Unsafe { .. } | CheckpointDirError::Make { .. } => {
+                Failed::Job(e.to_string())
+            }
+        })?;
         let cluster_name = self.cluster_name();
         let checkpoint_dir_text = checkpoint_dir.display().to_string();
         let mut env = batch_environment(&LaunchContext {
@@ -157,7 +163,7 @@ impl Supervisor {
             &launch.script.script,
             user.as_ref(),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failed::Job(e.to_string()))?;
         let workdir = PathBuf::from(&job.spec.workdir);
         let (stdout, stderr) = output_paths(job, &self.settings.node, &workdir);
         let spec = ProcessSpec {
@@ -170,7 +176,7 @@ impl Supervisor {
             stdin: job.spec.stdin.as_ref().map(PathBuf::from),
             user,
         };
-        JobProcess::spawn(&spec).map_err(|e| e.to_string())
+        JobProcess::spawn(&spec).map_err(|e| Failed::Job(e.to_string()))
     }
 
     /// Waits for the batch script; its exit ends the attempt (what is left of

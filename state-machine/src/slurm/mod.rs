@@ -14,6 +14,7 @@ pub mod filename_pattern;
 pub mod gres;
 pub mod hostlist;
 pub mod mail;
+pub mod mail_user;
 pub mod memory;
 pub mod repeated_counts;
 pub mod sbatch;

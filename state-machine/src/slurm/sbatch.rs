@@ -145,7 +145,7 @@ pub struct SbatchOptions {
     pub comment: Option<String>,
     /// `--mail-type`, repeated ones ORed (kept and shown; corral sends no mail).
     pub mail_type: MailTypes,
-    /// `--mail-user` (kept and shown; corral sends no mail).
+    /// `--mail-user`: recipients checked and normalised (`mail_user`).
     pub mail_user: Option<String>,
     /// `--time-min` (kept and shown; corral schedules with `--time`).
     pub time_min: Option<TimeLimit>,
@@ -1197,7 +1197,7 @@ fn apply_value(
         Value::Exclude => opts.exclude = owned(),
         Value::Comment => opts.comment = owned(),
         Value::MailType => opts.mail_type = opts.mail_type.union(MailTypes::parse(text)?),
-        Value::MailUser => opts.mail_user = owned(),
+        Value::MailUser => opts.mail_user = Some(super::mail_user::parse(text)?),
         Value::Wrap => opts.wrap = owned(),
         Value::GetUserEnv => set_variable(opts, long, "SLURM_GET_USER_ENV", "1"),
         Value::Begin => opts.begin = Some(parse_begin(text)?),

@@ -7,6 +7,11 @@
 //! following a final symbolic link and only if they are plain files owned by the
 //! user. The input file is checked the same way: the helper tests that the user
 //! may read it, and the agent opens it only if its mode lets the user read it.
+//! The helper names the file it reached (device and inode) through the user's
+//! own path lookup, and the agent's open must land on that same file: a
+//! directory the user swaps for a link between the two (to reach, through
+//! root's rights, a file of theirs in a place they cannot enter, or a readable
+//! file behind a directory closed to them) fails the launch.
 //! Without a user switch, the agent opens everything itself.
 //!
 //! No open may block a launch: every file is opened with `O_NONBLOCK` (which
@@ -45,6 +50,16 @@ pub(super) struct JobStdio {
 
 /// Opens `spec`'s files. Relative paths are taken from the working directory.
 pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStdio, ProcessError> {
+    open_stdio_with(spec, switch_user, || {})
+}
+
+/// [`open_stdio`], running `between` after the user's helper and before the
+/// agent's own opens (where a racing user would act; tests act there).
+fn open_stdio_with(
+    spec: &ProcessSpec,
+    switch_user: bool,
+    between: impl FnOnce(),
+) -> Result<JobStdio, ProcessError> {
     let stdout_path = resolve(&spec.workdir, &spec.stdout);
     let stderr_path = resolve(&spec.workdir, &spec.stderr);
     let stdin_path = spec.stdin.as_ref().map(|p| resolve(&spec.workdir, p));
@@ -53,6 +68,7 @@ pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStd
     // check: the process simply gets the null device.
     let null = Path::new(NULL_DEVICE);
     let stdin_path = stdin_path.filter(|p| p != null);
+    let mut reached = Reached::default();
     if let Some(user) = user {
         let files: Vec<&Path> = [stdout_path.as_path(), stderr_path.as_path()]
             .into_iter()
@@ -61,13 +77,15 @@ pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStd
         if !files.is_empty() || stdin_path.is_some() {
             let (first, second) = (files.first().copied(), files.get(1).copied());
             let first = first.unwrap_or(null);
-            prepare_as_user(user, stdin_path.as_deref(), first, second.unwrap_or(first))?;
+            reached = prepare_as_user(user, stdin_path.as_deref(), first, second.unwrap_or(first))?;
         }
     }
+    between();
+    let checked = |path: &Path| user.map(|u| (u, reached.outputs.get(path).copied()));
     let stdout = if stdout_path == null {
         None
     } else {
-        Some(open_output(&stdout_path, user)?)
+        Some(open_output(&stdout_path, checked(&stdout_path))?)
     };
     let stderr = if stderr_path == null {
         Stdio::null()
@@ -80,10 +98,10 @@ pub(super) fn open_stdio(spec: &ProcessSpec, switch_user: bool) -> Result<JobStd
             None => Stdio::null(),
         }
     } else {
-        Stdio::from(open_output(&stderr_path, user)?)
+        Stdio::from(open_output(&stderr_path, checked(&stderr_path))?)
     };
     let stdin = match &stdin_path {
-        Some(path) => Stdio::from(open_input(path, user)?),
+        Some(path) => Stdio::from(open_input(path, user.map(|u| (u, reached.input)))?),
         None => Stdio::null(),
     };
     Ok(JobStdio {
@@ -106,11 +124,18 @@ fn resolve(workdir: &Path, path: &Path) -> PathBuf {
 }
 
 /// The script the helper runs: `$1` is the input file (or empty), the rest are
-/// output files to create (mode 0644) if missing.
+/// output files to create (mode 0644) if missing. It prints, one line each,
+/// the device and inode of the input (`-` without one) and of each output as
+/// it opened it (`/dev/fd/3` is the file the shell opened, not the path again).
 const PREPARE_SCRIPT: &str = r#"umask 022
-if [ -n "$1" ] && [ ! -r "$1" ]; then
-    echo "$1: not readable" >&2
-    exit 1
+if [ -n "$1" ]; then
+    if [ ! -r "$1" ]; then
+        echo "$1: not readable" >&2
+        exit 1
+    fi
+    stat -L -c '%d:%i' -- "$1" || exit 1
+else
+    echo -
 fi
 shift
 for f in "$@"; do
@@ -118,17 +143,42 @@ for f in "$@"; do
         echo "$f: a named pipe, not a plain file" >&2
         exit 1
     fi
-    : >>"$f" || exit 1
+    exec 3>>"$f" || exit 1
+    stat -L -c '%d:%i' /dev/fd/3 || exit 1
+    exec 3>&-
 done"#;
 
+/// A file, as device and inode numbers.
+type FileId = (u64, u64);
+
+/// The files the helper reached as the user.
+#[derive(Debug, Default)]
+struct Reached {
+    /// The input file.
+    input: Option<FileId>,
+    /// Each output file, by the path the agent opens.
+    outputs: BTreeMap<PathBuf, FileId>,
+}
+
+/// Reads `DEV:INO` (or `-`) lines.
+fn file_ids(text: &str) -> Vec<Option<FileId>> {
+    text.lines()
+        .map(|line| {
+            let (dev, ino) = line.trim().split_once(':')?;
+            Some((dev.parse().ok()?, ino.parse().ok()?))
+        })
+        .collect()
+}
+
 /// Runs the helper shell as `user`: it fails, with the shell's message, when the
-/// user may not read the input or create an output file.
+/// user may not read the input or create an output file; otherwise it names the
+/// files it reached.
 fn prepare_as_user(
     user: &RunAs,
     stdin: Option<&Path>,
     stdout: &Path,
     stderr: &Path,
-) -> Result<(), ProcessError> {
+) -> Result<Reached, ProcessError> {
     let mut args: Vec<OsString> = vec![
         "-c".into(),
         PREPARE_SCRIPT.into(),
@@ -140,15 +190,30 @@ fn prepare_as_user(
         args.push(stderr.as_os_str().to_owned());
     }
     let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
-    let mut command: Command = command_as(Path::new("/bin/sh"), &args, Some(user), &env)?;
+    let mut command: Command = command_as(
+        Path::new("/bin/sh"),
+        &args,
+        Some(user),
+        &env,
+        Path::new("/"),
+    )?;
     command
-        .current_dir("/")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let output = command.output().map_err(|e| output_error(stdout, &e))?;
     if output.status.success() {
-        return Ok(());
+        let ids = file_ids(&String::from_utf8_lossy(&output.stdout));
+        let mut reached = Reached {
+            input: ids.first().copied().flatten(),
+            ..Reached::default()
+        };
+        for (path, id) in [stdout, stderr].into_iter().zip(ids.into_iter().skip(1)) {
+            if let Some(id) = id {
+                reached.outputs.insert(path.to_path_buf(), id);
+            }
+        }
+        return Ok(reached);
     }
     let reason = String::from_utf8_lossy(&output.stderr).trim().to_string();
     let reason = if reason.is_empty() {
@@ -172,15 +237,20 @@ fn prepare_as_user(
 }
 
 /// Opens an output file for appending: created by the agent when it does not
-/// switch users; opened only if it is the user's plain file when it does.
-fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
+/// switch users; when it does (`checked`: the user, and the file the user's
+/// helper reached there), opened only if it is the user's plain file and the
+/// one the helper reached.
+fn open_output(
+    path: &Path,
+    checked: Option<(&RunAs, Option<FileId>)>,
+) -> Result<File, ProcessError> {
     let mut options = OpenOptions::new();
     options.append(true);
     // `--output=/dev/null` is common and safe: the one device a job may write.
     if path == Path::new(DEV_NULL) {
         return options.open(path).map_err(|e| output_error(path, &e));
     }
-    let Some(user) = user else {
+    let Some((user, reached)) = checked else {
         options.create(true).mode(OUTPUT_MODE);
         return open_without_blocking(&mut options, OFlag::empty(), path)
             .map_err(|e| output_error(path, &e));
@@ -203,22 +273,32 @@ fn open_output(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> 
             user.uid
         )));
     }
+    if reached != Some((meta.dev(), meta.ino())) {
+        return Err(unsafe_because(format!(
+            "it is not the file {} reached at that path a moment before (a directory on the way was replaced)",
+            user.user
+        )));
+    }
     Ok(file)
 }
 
 /// Where output goes to be discarded.
 const DEV_NULL: &str = "/dev/null";
 
-/// Opens the input file; when switching users, only if it is not a symbolic
-/// link and its mode lets the user read it.
-fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
+/// Opens the input file; when switching users (`checked`: the user, and the
+/// file the user's helper reached there), only if it is not a symbolic link,
+/// it is the file the helper reached, and its mode lets the user read it.
+fn open_input(
+    path: &Path,
+    checked: Option<(&RunAs, Option<FileId>)>,
+) -> Result<File, ProcessError> {
     let input_error = |reason: String| ProcessError::InputFile {
         path: path.to_path_buf(),
         reason,
     };
     let mut options = OpenOptions::new();
     options.read(true);
-    let flags = if user.is_some() {
+    let flags = if checked.is_some() {
         OFlag::O_NOFOLLOW
     } else {
         OFlag::empty()
@@ -238,10 +318,16 @@ fn open_input(path: &Path, user: Option<&RunAs>) -> Result<File, ProcessError> {
                 .to_string(),
         ));
     }
-    let Some(user) = user else {
+    let Some((user, reached)) = checked else {
         return Ok(file);
     };
     let meta = file.metadata().map_err(|e| input_error(e.to_string()))?;
+    if reached != Some((meta.dev(), meta.ino())) {
+        return Err(input_error(format!(
+            "it is not the file {} reached at that path a moment before (a directory on the way was replaced)",
+            user.user
+        )));
+    }
     let groups = supplementary_groups(user)?;
     let mode = meta.mode();
     let readable = if meta.uid() == user.uid {
@@ -351,11 +437,81 @@ mod tests {
             gid: 4242,
             user: "nobody-in-particular".into(),
         };
-        let file = open_output(Path::new("/dev/null"), Some(&user)).expect("/dev/null opens");
+        let file =
+            open_output(Path::new("/dev/null"), Some((&user, None))).expect("/dev/null opens");
         assert!(is_blocking(&file));
         let elsewhere = std::env::temp_dir().join("not-a-plain-file-dir");
         std::fs::create_dir_all(&elsewhere).expect("dir");
-        assert!(open_output(&elsewhere, Some(&user)).is_err());
+        assert!(open_output(&elsewhere, Some((&user, None))).is_err());
+    }
+
+    /// A user's directory reached through a link the user controls, and a
+    /// directory closed to the user holding a file of theirs (`out`) and a
+    /// readable file of root's (`in`): the user moves the link between the
+    /// helper and the agent's open.
+    #[test]
+    fn as_root_a_link_moved_between_the_users_check_and_the_open_is_caught() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: switching users needs root");
+            return;
+        }
+        let Ok(nobody) = super::super::user::resolve_user("nobody") else {
+            eprintln!("skipped: no user nobody");
+            return;
+        };
+        use std::os::unix::fs::{PermissionsExt, chown, symlink};
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let own = dir.path().join("own");
+        std::fs::create_dir(&own).expect("mkdir");
+        chown(&own, Some(nobody.uid), Some(nobody.gid)).expect("chown");
+        std::fs::write(own.join("in"), "the user's input\n").expect("write");
+        chown(own.join("in"), Some(nobody.uid), Some(nobody.gid)).expect("chown");
+        let closed = dir.path().join("closed");
+        std::fs::create_dir(&closed).expect("mkdir");
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::write(closed.join("out"), "kept\n").expect("write");
+        chown(closed.join("out"), Some(nobody.uid), Some(nobody.gid)).expect("chown");
+        std::fs::write(closed.join("in"), "root's secret\n").expect("write");
+        std::fs::set_permissions(closed.join("in"), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        let link = dir.path().join("link");
+        let spec = |stdout: &str, stdin: Option<&str>| ProcessSpec {
+            program: PathBuf::from("/bin/true"),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            workdir: dir.path().to_path_buf(),
+            stdout: PathBuf::from(stdout),
+            stderr: PathBuf::from(stdout),
+            stdin: stdin.map(PathBuf::from),
+            user: Some(nobody.clone()),
+        };
+        let swap = || {
+            std::fs::remove_file(&link).expect("unlink");
+            symlink(&closed, &link).expect("symlink");
+        };
+        // Unmoved, the same layout opens.
+        symlink(&own, &link).expect("symlink");
+        open_stdio(&spec("link/out", Some("link/in")), true).expect("opens");
+
+        std::fs::remove_file(&link).expect("unlink");
+        symlink(&own, &link).expect("symlink");
+        let err = open_stdio_with(&spec("link/out", None), true, swap)
+            .err()
+            .expect("output refused");
+        assert!(err.to_string().contains("directory on the way"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(closed.join("out")).expect("read"),
+            "kept\n"
+        );
+
+        std::fs::remove_file(&link).expect("unlink");
+        symlink(&own, &link).expect("symlink");
+        let err = open_stdio_with(&spec("/dev/null", Some("link/in")), true, swap)
+            .err()
+            .expect("input refused");
+        assert!(err.to_string().contains("directory on the way"), "{err}");
     }
 
     #[test]

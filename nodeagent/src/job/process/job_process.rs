@@ -56,9 +56,14 @@ impl JobProcess {
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
         let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
-        let mut command = command_as(&program, &args, spec.user.as_ref(), &spec.env)?;
+        let mut command = command_as(
+            &program,
+            &args,
+            spec.user.as_ref(),
+            &spec.env,
+            &spec.workdir,
+        )?;
         command
-            .current_dir(&spec.workdir)
             .process_group(0)
             .stdin(stdio.stdin)
             .stdout(stdio.stdout)
@@ -87,9 +92,14 @@ impl JobProcess {
             }
         };
         let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
-        let mut command = command_as(&program, &args, spec.user.as_ref(), &spec.env)?;
+        let mut command = command_as(
+            &program,
+            &args,
+            spec.user.as_ref(),
+            &spec.env,
+            &spec.workdir,
+        )?;
         command
-            .current_dir(&spec.workdir)
             .process_group(0)
             .stdin(stdin)
             .stdout(stdout)
@@ -118,7 +128,7 @@ impl JobProcess {
             with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
         let mut args: Vec<std::ffi::OsString> = vec!["--ctty".into(), program.into_os_string()];
         args.extend(program_args);
-        let mut command = command_as(&setsid, &args, spec.user.as_ref(), &spec.env)?;
+        let mut command = command_as(&setsid, &args, spec.user.as_ref(), &spec.env, &spec.workdir)?;
         let winsize = nix::pty::Winsize {
             ws_row: size.rows,
             ws_col: size.cols,
@@ -137,7 +147,6 @@ impl JobProcess {
         }
         let slave = |fd: &std::os::fd::OwnedFd| fd.try_clone().map_err(ProcessError::Terminal);
         command
-            .current_dir(&spec.workdir)
             .stdin(Stdio::from(slave(&pty.slave)?))
             .stdout(Stdio::from(slave(&pty.slave)?))
             .stderr(Stdio::from(pty.slave));

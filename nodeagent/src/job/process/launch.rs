@@ -9,6 +9,11 @@
 //! `GCONV_PATH`, ...: glibc's secure-mode list and every `LD_*`) must never
 //! reach it: a job could otherwise run its own code as root. They are set
 //! again after the switch, by `env` running as the user, for the job's program.
+//!
+//! The working directory is the job's, so it is entered as the user: std
+//! changes directory after it switches ids, and through `setpriv` the user's
+//! `env --chdir` does (root entering it first would let a job start inside a
+//! directory its user may not reach, and read what is there).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -64,16 +69,22 @@ fn loader_var(name: &str) -> bool {
 }
 
 /// A command running `program` with `args` as `user` (as the agent's own user
-/// when `None`), with exactly `env`. Directory and stdio are left to the caller.
+/// when `None`), with exactly `env`, in `workdir` (entered as the user).
+/// Stdio is left to the caller.
 pub(super) fn command_as<A: AsRef<OsStr>>(
     program: &Path,
     args: &[A],
     user: Option<&RunAs>,
     env: &BTreeMap<String, String>,
+    workdir: &Path,
 ) -> Result<Command, ProcessError> {
     let direct = || {
         let mut command = Command::new(program);
-        command.args(args).env_clear().envs(env);
+        command
+            .args(args)
+            .env_clear()
+            .envs(env)
+            .current_dir(workdir);
         command
     };
     let Some(user) = user else {
@@ -93,7 +104,7 @@ pub(super) fn command_as<A: AsRef<OsStr>>(
     let groups = supplementary_groups(user)?;
     if groups.iter().all(|g| *g == user.gid) {
         // std drops every supplementary group when it switches the uid, and
-        // the program is executed after the switch.
+        // changes directory and executes the program after the switch.
         let mut command = direct();
         command.uid(user.uid).gid(user.gid);
         return Ok(command);
@@ -103,45 +114,76 @@ pub(super) fn command_as<A: AsRef<OsStr>>(
     };
     let setpriv = find(SETPRIV_PATHS).ok_or_else(missing)?;
     let env_program = find(ENV_PATHS).ok_or_else(missing)?;
-    through_setpriv(&setpriv, &env_program, user, &groups, program, args, env)
+    through_setpriv(
+        &Setpriv {
+            setpriv: &setpriv,
+            env_program: &env_program,
+            user,
+            groups: &groups,
+        },
+        program,
+        args,
+        env,
+        workdir,
+    )
 }
 
-/// `setpriv` (at `setpriv`, running as root) switching to `user` with
-/// `groups`, then `env` (at `env_program`, running as the user) setting the
-/// loader's variables, then `program`. `setpriv` gets `env` without them.
+/// How to switch to a user through `setpriv`.
+struct Setpriv<'a> {
+    /// `setpriv` itself (it runs as root).
+    setpriv: &'a Path,
+    /// `env`, which runs as the user.
+    env_program: &'a Path,
+    /// Who to become.
+    user: &'a RunAs,
+    /// With which groups.
+    groups: &'a [u32],
+}
+
+/// `setpriv` (running as root, in `/`) switching to the user and groups of
+/// `switch`, then `env` (running as the user) entering `workdir` and setting
+/// the loader's variables, then `program`. `setpriv` gets `env` without them.
 fn through_setpriv<A: AsRef<OsStr>>(
-    setpriv: &Path,
-    env_program: &Path,
-    user: &RunAs,
-    groups: &[u32],
+    switch: &Setpriv<'_>,
     program: &Path,
     args: &[A],
     env: &BTreeMap<String, String>,
+    workdir: &Path,
 ) -> Result<Command, ProcessError> {
     type Vars<'a> = Vec<(&'a String, &'a String)>;
     let (loader, plain): (Vars<'_>, Vars<'_>) = env.iter().partition(|(name, _)| loader_var(name));
     // `env` reads NAME=VALUE words up to the program: a program whose name
     // holds '=' would be taken for one.
-    if !loader.is_empty() && program.as_os_str().to_string_lossy().contains('=') {
+    if program.as_os_str().to_string_lossy().contains('=') {
         return Err(ProcessError::Spawn {
             program: program.to_path_buf(),
             workdir: PathBuf::from("/"),
             source: std::io::Error::other(
-                "a program whose name contains '=' cannot be started with loader variables (LD_*) as a user with supplementary groups; rename it",
+                "a program whose name contains '=' cannot be started as a user with supplementary groups; rename it",
             ),
         });
     }
-    let mut inner: Vec<OsString> = loader
-        .iter()
-        .map(|(name, value)| OsString::from(format!("{name}={value}")))
-        .collect();
+    let mut chdir = OsString::from("--chdir=");
+    chdir.push(workdir.as_os_str());
+    let mut inner: Vec<OsString> = vec![chdir, "--".into()];
+    inner.extend(
+        loader
+            .iter()
+            .map(|(name, value)| OsString::from(format!("{name}={value}"))),
+    );
     inner.push(program.as_os_str().to_owned());
     inner.extend(args.iter().map(|a| a.as_ref().to_owned()));
-    let mut command = Command::new(setpriv);
+    let mut command = Command::new(switch.setpriv);
     command
-        .args(setpriv_args(user, groups, env_program, &inner))
+        .args(setpriv_args(
+            switch.user,
+            switch.groups,
+            switch.env_program,
+            &inner,
+        ))
         .env_clear()
-        .envs(plain);
+        .envs(plain)
+        .current_dir("/");
     Ok(command)
 }
 
@@ -194,16 +236,22 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+        let switch = Setpriv {
+            setpriv: Path::new("/usr/bin/setpriv"),
+            env_program: Path::new("/usr/bin/env"),
+            user: &user,
+            groups: &[100, 2000],
+        };
         let command = through_setpriv(
-            Path::new("/usr/bin/setpriv"),
-            Path::new("/usr/bin/env"),
-            &user,
-            &[100, 2000],
+            &switch,
             Path::new("/usr/bin/python3"),
             &["train.py"],
             &env,
+            Path::new("/home/alice/run"),
         )
         .expect("command");
+        // Root does not enter the job's directory: the user's env does.
+        assert_eq!(command.get_current_dir(), Some(Path::new("/")));
         let root_side: Vec<(String, String)> = command
             .get_envs()
             .filter_map(|(k, v)| {
@@ -232,6 +280,8 @@ mod tests {
                 "--groups=100,2000",
                 "--",
                 "/usr/bin/env",
+                "--chdir=/home/alice/run",
+                "--",
                 "GCONV_PATH=/home/alice/gconv",
                 "LD_PRELOAD=/home/alice/evil.so",
                 "/usr/bin/python3",
@@ -239,13 +289,11 @@ mod tests {
             ]
         );
         let odd = through_setpriv(
-            Path::new("/usr/bin/setpriv"),
-            Path::new("/usr/bin/env"),
-            &user,
-            &[100, 2000],
+            &switch,
             Path::new("/tmp/a=b"),
             &["x"],
-            &env,
+            &BTreeMap::new(),
+            Path::new("/tmp"),
         );
         assert!(odd.is_err());
     }
