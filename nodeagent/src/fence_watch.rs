@@ -4,7 +4,7 @@
 //! after every renewal, through a pipe; when the pipe closes (the agent
 //! exited, crashed or was SIGKILLed), the watchdog waits until that lease
 //! runs out and then kills every process the agent started (found by its
-//! `CORRAL_AGENT_ID`). So a node whose agent died and never returns runs
+//! `CORRAL_AGENT_ID`, and in its attempts' cgroups where the node has them). So a node whose agent died and never returns runs
 //! nothing beyond the lease, exactly as a partitioned agent fences itself,
 //! before the leader declares the node down and runs the jobs elsewhere. An
 //! agent that is still there but renews nothing (stopped, deadlocked, stuck in
@@ -24,7 +24,7 @@ use nix::time::{ClockId, clock_gettime};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 
-use crate::job::process::agent_processes;
+use crate::job::process::{AttemptCgroup, Cgroups, agent_processes};
 use crate::lease::Lease;
 
 /// The agent's hidden subcommand that runs the watchdog.
@@ -158,12 +158,27 @@ struct Feed {
 /// new jobs under a new lease.
 fn kill_all(agent_id: &str) -> ExitCode {
     let deadline = std::time::Instant::now() + KILL_PATIENCE;
-    let targets: Vec<i32> = agent_processes(agent_id).iter().map(|p| p.pid).collect();
+    // The attempts' cgroups of now, whole (a process that cleared its
+    // environment is there too); not the agent's subtree, where an agent that
+    // recovers may start new attempts.
+    let cgroups: Vec<AttemptCgroup> = Cgroups::existing(agent_id)
+        .map(|tree| tree.attempts())
+        .unwrap_or_default();
+    for cgroup in &cgroups {
+        let _ = cgroup.kill();
+    }
+    let in_cgroups = || cgroups.iter().flat_map(AttemptCgroup::pids_below);
+    let mut targets: Vec<i32> = agent_processes(agent_id).iter().map(|p| p.pid).collect();
+    targets.extend(in_cgroups());
     loop {
-        let left: Vec<_> = agent_processes(agent_id)
+        let mut left: Vec<i32> = agent_processes(agent_id)
             .into_iter()
-            .filter(|process| targets.contains(&process.pid))
+            .map(|process| process.pid)
+            .chain(in_cgroups())
+            .filter(|pid| targets.contains(pid))
             .collect();
+        left.sort_unstable();
+        left.dedup();
         if left.is_empty() {
             return ExitCode::SUCCESS;
         }
@@ -175,8 +190,8 @@ fn kill_all(agent_id: &str) -> ExitCode {
             );
             return ExitCode::FAILURE;
         }
-        for process in left {
-            let _ = kill(Pid::from_raw(process.pid), Signal::SIGKILL);
+        for pid in left {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
         std::thread::sleep(Duration::from_millis(50));
     }

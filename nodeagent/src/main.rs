@@ -139,6 +139,46 @@ fn main() -> ExitCode {
     }
 }
 
+/// A checkpoint root every user may write to lets one user make the
+/// directory of another's future job first; the agent then refuses to hand
+/// it over and that job fails to start. Said once, at the start.
+fn warn_if_users_may_write(root: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let writable = std::fs::metadata(root).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
+    if writable {
+        tracing::warn!(
+            root = %root.display(),
+            "every user may write to the checkpoint root: one could make the directory of another's job ahead of it, which the agent will not hand over (that job fails to start); let only root write there (the agent makes each job's directory)"
+        );
+    }
+}
+
+/// This agent's cgroups, where the node has cgroup v2 and the agent may make
+/// them; what it found is logged either way.
+fn open_cgroups(agent_id: &str) -> Option<corral_agent::job::process::Cgroups> {
+    match corral_agent::job::process::Cgroups::open(agent_id) {
+        Ok(Some(cgroups)) => {
+            tracing::info!(
+                cgroups = %cgroups.dir().display(),
+                "every attempt runs in a cgroup of its own"
+            );
+            Some(cgroups)
+        }
+        Ok(None) => {
+            tracing::info!(
+                "no cgroup v2 here: job processes are found by process group and environment (one that leaves its group and clears its environment escapes the fence)"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot make cgroups below this agent's own: {e}; job processes are found by process group and environment only (run the agent as root, under systemd with Delegate=yes)"
+            );
+            None
+        }
+    }
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
     corral_pki::install_crypto_provider();
     let tls = TlsMaterial::load(&args.ca, &args.cert, &args.key)?;
@@ -154,6 +194,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     for dir in [&args.state_dir, &args.checkpoint_root] {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    warn_if_users_may_write(&args.checkpoint_root);
     // One agent per state directory: a second one would take the first one's
     // journal for its own and kill its jobs as leftovers.
     let lock_path = args.state_dir.join("agent.lock");
@@ -186,8 +227,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let (journal, records) = Journal::open(&journal_dir)
         .with_context(|| format!("cannot open the attempt journal {}", journal_dir.display()))?;
     let journal = Arc::new(journal);
+    let cgroups = open_cgroups(&agent_id);
     // Before any hello: what earlier agents of this node left behind.
-    let recovered = recovery::recover(&agent_id, &journal, records, unkillable_timeout).await;
+    let recovered = recovery::recover(
+        &agent_id,
+        &journal,
+        records,
+        unkillable_timeout,
+        cgroups.as_ref(),
+    )
+    .await;
     let lease = Lease::default();
     let supervisor = Supervisor::new(
         SupervisorSettings {
@@ -202,6 +251,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             launch_stall: Duration::from_secs(args.fault_launch_stall_s),
             working_controller: args.controllers.first().cloned(),
             gpu_devices,
+            cgroups,
         },
         outbox.clone(),
         Arc::clone(&journal),

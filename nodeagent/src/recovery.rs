@@ -4,7 +4,9 @@
 //! 1. Every process an earlier agent of this node started (found by the
 //!    `CORRAL_AGENT_ID` in its environment, among the agents the journal names:
 //!    another cluster's agent on the same machine may use the same node name)
-//!    is SIGKILLed, and the agent waits until they are gone. corral does not adopt a running attempt across an
+//!    is SIGKILLed, and the agent waits until they are gone; so is everything
+//!    in those agents' cgroups, where the node has them (a process that cleared
+//!    its environment is there too). corral does not adopt a running attempt across an
 //!    agent restart: its batch script is not this agent's child (its exit
 //!    status would be lost), and its step tasks lost their output pipes with
 //!    the old agent. Killing them and failing the attempt over (requeued,
@@ -26,21 +28,26 @@ use nix::unistd::Pid;
 use tokio::time::Instant;
 
 use crate::attempt_journal::{Journal, Record};
-use crate::job::process::{Leftover, agents_processes};
+use crate::job::process::{Cgroups, Leftover, agents_processes};
 use crate::supervisor::AttemptKey;
 
 /// The end reports to send for earlier agents' attempts, oldest first.
+/// `cgroups`: this agent's, beside which the earlier agents' are.
 pub async fn recover(
     agent_id: &str,
     journal: &Journal,
     records: Vec<Record>,
     unkillable_timeout: Duration,
+    cgroups: Option<&Cgroups>,
 ) -> Vec<(AttemptKey, AgentReport)> {
     let earlier: BTreeSet<String> = records
         .iter()
         .filter(|r| !r.acknowledged && r.agent_id != agent_id)
         .map(|r| r.agent_id.clone())
         .collect();
+    if let Some(cgroups) = cgroups {
+        kill_cgroups(cgroups, &earlier, unkillable_timeout).await;
+    }
     let survivors = kill_leftovers(earlier, unkillable_timeout).await;
     let mut ends = Vec::new();
     for record in records.into_iter().filter(|r| !r.acknowledged) {
@@ -73,6 +80,30 @@ pub async fn recover(
         ends.push((key, end));
     }
     ends
+}
+
+/// Kills everything in the `earlier` agents' cgroups (beside `cgroups`) and
+/// removes them once empty, waiting up to `patience` in all. What survives is
+/// found again by its environment, and reported, by [`kill_leftovers`].
+async fn kill_cgroups(cgroups: &Cgroups, earlier: &BTreeSet<String>, patience: Duration) {
+    let subtrees: Vec<Cgroups> = earlier.iter().map(|id| cgroups.sibling(id)).collect();
+    let deadline = std::time::Instant::now() + patience;
+    let left = tokio::task::spawn_blocking(move || {
+        subtrees
+            .iter()
+            .flat_map(|tree| {
+                tree.kill_all(deadline.saturating_duration_since(std::time::Instant::now()))
+            })
+            .collect::<Vec<i32>>()
+    })
+    .await
+    .unwrap_or_default();
+    if !left.is_empty() {
+        tracing::error!(
+            ?left,
+            "processes in earlier agents' cgroups survived SIGKILL"
+        );
+    }
 }
 
 /// SIGKILLs the processes the `earlier` agents started, until they are gone

@@ -128,11 +128,15 @@ fn a_name_that_is_not_one_name_under_the_root_is_refused() {
 }
 
 #[test]
-fn a_missing_root_is_the_agents_fault() {
+fn a_missing_root_is_made_and_a_root_that_is_no_directory_is_the_agents_fault() {
     let root = tempfile::tempdir().unwrap();
     let missing = root.path().join("missing");
+    make_checkpoint_dir(&missing, "48", None).unwrap();
+    assert!(missing.join("48").is_dir());
+    let file = root.path().join("a-file");
+    fs::write(&file, "x").unwrap();
     assert!(matches!(
-        make_checkpoint_dir(&missing, "48", None),
+        make_checkpoint_dir(&file, "48", None),
         Err(CheckpointDirError::Root { .. })
     ));
 }

@@ -44,6 +44,7 @@ fn script_spec(dir: &Path, script: &str, user: Option<RunAs>) -> ProcessSpec {
         stderr: dir.join("out"),
         stdin: None,
         user,
+        cgroup: None,
     }
 }
 
@@ -79,6 +80,7 @@ async fn a_program_sees_its_own_pid_and_every_variable_it_was_given() {
         stderr: dir.path().join("out"),
         stdin: None,
         user: None,
+        cgroup: None,
     };
     let mut job = JobProcess::spawn(&spec).unwrap();
     let pid = job.pid();

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_agent::attempt_journal::Journal;
+use corral_agent::job::process::Cgroups;
+use corral_agent::job::process::cgroup::own_cgroup;
 use corral_agent::outbox::Outbox;
 use corral_agent::supervisor::{Supervisor, SupervisorSettings};
 use corral_proto::agent::{AgentReport, Launch};
@@ -32,6 +34,11 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// A supervisor of node `n1` keeping its journal and files in `dir`.
 fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
+    supervisor_with(dir, outbox, None)
+}
+
+/// [`supervisor`], with attempt cgroups in `cgroups`.
+fn supervisor_with(dir: &Path, outbox: &Outbox, cgroups: Option<Cgroups>) -> Supervisor {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     let (journal, _) = Journal::open(&dir.join("attempts")).unwrap();
     Supervisor::new(
@@ -52,6 +59,7 @@ fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
             launch_stall: Duration::ZERO,
             working_controller: None,
             gpu_devices: Vec::new(),
+            cgroups,
         },
         outbox.clone(),
         Arc::new(journal),
@@ -213,4 +221,103 @@ async fn only_the_attempt_that_runs_may_report_a_checkpoint() {
         })
         .collect();
     assert_eq!(checkpoints, vec![10]);
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn dead(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat.contains(") Z "))
+}
+
+/// Reads the pid a job wrote to `path`, once it is there.
+async fn written_pid(path: &Path) -> i32 {
+    eventually("the job writes a pid", || {
+        std::fs::read_to_string(path).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A job process that starts a session of its own and clears its
+/// environment leaves the process groups and the markers the agent looks
+/// for; its attempt's cgroup it cannot leave, and the fence ends it.
+#[tokio::test]
+async fn a_process_that_leaves_its_group_and_clears_its_environment_is_fenced_through_its_cgroup() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((mount, own)) = own_cgroup() else {
+        eprintln!("skipped: no cgroup v2 on this machine");
+        return;
+    };
+    let tag = format!("test-{}", dir.path().file_name().unwrap().to_string_lossy());
+    let cgroups = match Cgroups::open_below(&mount, &own, &tag) {
+        Ok(cgroups) => cgroups,
+        Err(e) => {
+            eprintln!("skipped: cannot make cgroups here ({e})");
+            return;
+        }
+    };
+    // As the agent does: jobs start through its `task-exec`, which waits to
+    // be in its cgroup before the job's program runs.
+    corral_agent::job::process::task_pid::use_wrapper(
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_corral-agent")),
+        false,
+    )
+    .unwrap();
+    let escape = "setsid env -i /bin/sh -c 'echo $$ > escaped; exec sleep 300' \
+        </dev/null >/dev/null 2>&1 & sleep 30";
+
+    // The control: without cgroups the escaped process outlives the fence.
+    let control_dir = dir.path().join("control");
+    std::fs::create_dir(&control_dir).unwrap();
+    let control_outbox = Outbox::default();
+    let control = supervisor(&control_dir, &control_outbox);
+    control.launch(launch(&control_dir, escape));
+    let escaped = written_pid(&control_dir.join("escaped")).await;
+    control.fence();
+    eventually("the control's end is reported", || {
+        reports(&control_outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
+    })
+    .await;
+    let survived = !dead(escaped);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(escaped),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(
+        survived,
+        "the escape did not escape: the test proves nothing"
+    );
+
+    let outbox = Outbox::default();
+    let agent = supervisor_with(dir.path(), &outbox, Some(cgroups.clone()));
+    let job = launch(dir.path(), escape);
+    let key = (job.job.id, 1);
+    agent.launch(job);
+    let escaped = written_pid(&dir.path().join("escaped")).await;
+    let cgroup = cgroups.attempt(key.0.0, key.1);
+    assert!(
+        cgroup.pids_below().contains(&escaped),
+        "{:?}",
+        cgroup.pids_below()
+    );
+    agent.fence();
+    eventually("its end is reported", || {
+        reports(&outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
+    })
+    .await;
+    assert!(
+        dead(escaped),
+        "the escaped process {escaped} outlived the fence"
+    );
+    assert!(!cgroup.populated());
+    assert!(!cgroup.dir_exists(), "the attempt's cgroup was not removed");
+    assert!(cgroups.kill_all(Duration::from_secs(5)).is_empty());
+    assert!(!cgroups.dir().exists());
 }

@@ -68,11 +68,21 @@ pub fn make_checkpoint_dir(
             why: "is not a single name under the root".into(),
         });
     }
-    let root_dir = open(
-        root,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
+    let open_root = || {
+        open(
+            root,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let root_dir = match open_root() {
+        // The operator's path, made as the agent makes it at its start (a
+        // file system mounted since may have hidden it).
+        Err(Errno::ENOENT) => std::fs::create_dir_all(root)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+            .and_then(|()| open_root()),
+        opened => opened,
+    }
     .map_err(|source| CheckpointDirError::Root {
         root: root.display().to_string(),
         source,

@@ -82,6 +82,7 @@ pub async fn run_node_share(
         message,
     };
     let user = supervisor.job_user(job);
+    let cgroup = supervisor.made_attempt_cgroup(key);
     let cluster_name = supervisor.cluster_name();
     let checkpoint_dir = supervisor.checkpoint_dir(job.id).display().to_string();
     let mut running: JoinSet<(u32, ExitStatus)> = JoinSet::new();
@@ -122,6 +123,7 @@ pub async fn run_node_share(
             env,
             workdir: PathBuf::from(&launch.workdir),
             user,
+            cgroup: cgroup.clone(),
             io: match launch.pty {
                 Some(size) if task.procid == 0 => TaskIo::Terminal(size),
                 Some(_) => TaskIo::Discarded,
@@ -148,7 +150,21 @@ pub async fn run_node_share(
             let _ = events.send(failed(task.procid, message)).await;
             continue;
         }
-        match JobProcess::spawn_task(&spec) {
+        // Off the runtime: opening output files as the user runs a helper
+        // process, and an open may wait (a hung mount).
+        let spawned = {
+            let task_spec = spec.clone();
+            tokio::task::spawn_blocking(move || JobProcess::spawn_task(&task_spec))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(crate::job::process::ProcessError::Spawn {
+                        program: spec.program.clone(),
+                        workdir: spec.workdir.clone(),
+                        source: std::io::Error::other(format!("starting the task panicked: {e}")),
+                    })
+                })
+        };
+        match spawned {
             Err(e) => {
                 supervisor.task_not_started(key);
                 let _ = events.send(failed(task.procid, e.to_string())).await;

@@ -175,6 +175,7 @@ impl Supervisor {
             stderr,
             stdin: job.spec.stdin.as_ref().map(PathBuf::from),
             user,
+            cgroup: self.made_attempt_cgroup((job.id, attempt.number)),
         };
         JobProcess::spawn(&spec).map_err(|e| Failed::Job(e.to_string()))
     }

@@ -74,6 +74,9 @@ pub struct SupervisorSettings {
     /// By GPU slot, what `CUDA_VISIBLE_DEVICES` names it by (a MIG instance by
     /// its UUID: [`crate::gpu::GpuSlots::devices`]); empty: by slot number.
     pub gpu_devices: Vec<String>,
+    /// This agent's cgroups, where the node has cgroup v2 and the agent may
+    /// make them: every attempt's processes in one of its own.
+    pub cgroups: Option<crate::job::process::Cgroups>,
 }
 
 /// The attempts of this node.
@@ -380,7 +383,43 @@ impl Supervisor {
     ) -> Option<impl Fn() -> Vec<i32> + Send + Sync + 'static> {
         let uid = self.table().get(&key)?.uid;
         let agent_id = self.settings.agent_id.clone();
-        Some(move || attempt_processes(key.0.0, key.1, &agent_id, uid))
+        let cgroup = self.attempt_cgroup(key);
+        Some(move || {
+            let mut pids = attempt_processes(key.0.0, key.1, &agent_id, uid);
+            if let Some(cgroup) = &cgroup {
+                pids.extend(cgroup.pids_below());
+                pids.sort_unstable();
+                pids.dedup();
+            }
+            pids
+        })
+    }
+
+    /// Attempt `key`'s cgroup, when this agent has cgroups (made or not).
+    pub fn attempt_cgroup(&self, key: AttemptKey) -> Option<crate::job::process::AttemptCgroup> {
+        let cgroups = self.settings.cgroups.as_ref()?;
+        Some(cgroups.attempt(key.0.0, key.1))
+    }
+
+    /// Makes attempt `key`'s cgroup for a process about to start there;
+    /// `None` (logged) when this agent has no cgroups or cannot make it.
+    pub fn made_attempt_cgroup(
+        &self,
+        key: AttemptKey,
+    ) -> Option<crate::job::process::AttemptCgroup> {
+        let cgroup = self.attempt_cgroup(key)?;
+        match cgroup.make() {
+            Ok(()) => Some(cgroup),
+            Err(e) => {
+                tracing::warn!(
+                    job = %key.0,
+                    attempt = key.1,
+                    cgroup = cgroup.name(),
+                    "cannot make the attempt's cgroup: {e}; its processes are fenced by process group and environment only"
+                );
+                None
+            }
+        }
     }
 
     /// Every process of attempt `key` is gone: its end report is queued and

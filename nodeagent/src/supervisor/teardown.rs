@@ -1,6 +1,7 @@
 //! Waiting for an ending attempt's processes to be gone: its batch script
 //! reaped, its process groups (the script's and the steps' tasks') empty, no
-//! task still starting, no escaped process left. From the attempt's SIGKILL
+//! task still starting, no escaped process left (none with its environment
+//! markers, none in its cgroup); then its cgroup is removed. From the attempt's SIGKILL
 //! time on, whatever is left is SIGKILLed at every look (escaped processes may
 //! fork more). Processes still there the unkillable timeout after that (stuck
 //! in the kernel, say, on a dead file system) are given up on, as Slurm does
@@ -66,11 +67,21 @@ impl Supervisor {
             };
             let clear = escaped.as_ref().is_some_and(Vec::is_empty);
             if settled && live.is_empty() && clear {
+                if let Some(cgroup) = self.attempt_cgroup(key) {
+                    let _ = cgroup.remove();
+                }
                 self.finish(key);
                 return;
             }
             let now = Instant::now();
             if now >= kill_at {
+                // The whole cgroup at once: what its processes fork while
+                // they are killed one by one is in it too.
+                if let Some(cgroup) = self.attempt_cgroup(key)
+                    && let Err(e) = cgroup.kill()
+                {
+                    tracing::warn!(job = %key.0, attempt = key.1, "cannot kill the attempt's cgroup: {e}");
+                }
                 for group in &live {
                     let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
                 }

@@ -8,8 +8,8 @@
 //!
 //! Only processes of the job's user are considered (a process of another user
 //! that copies the variables is not the job's), zombies do not count, and a
-//! process that clears its environment is not found: corral does not confine
-//! jobs with cgroups.
+//! process that clears its environment is not found here: on a node with
+//! cgroup v2 it is found in its attempt's cgroup ([`super::cgroup`]).
 
 use super::proc_table::{ProcessEntry, own_pid, processes};
 

@@ -11,7 +11,10 @@
 //! own path lookup, and the agent's open must land on that same file: a
 //! directory the user swaps for a link between the two (to reach, through
 //! root's rights, a file of theirs in a place they cannot enter, or a readable
-//! file behind a directory closed to them) fails the launch.
+//! file behind a directory closed to them) fails the launch. Root looks before
+//! it opens: it first takes the path with `O_PATH` (which opens nothing: no
+//! device's open runs, no pipe waits), checks what that is, and only then
+//! opens that same file through its descriptor.
 //! Without a user switch, the agent opens everything itself.
 //!
 //! No open may block a launch: every file is opened with `O_NONBLOCK` (which
@@ -25,9 +28,11 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
@@ -148,6 +153,36 @@ for f in "$@"; do
     exec 3>&-
 done"#;
 
+/// How long the helper may take: an open that waits (a named pipe put there
+/// after its check, a hung mount) must not hold a launch thread for good.
+const HELPER_LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs `command` to its end, as `Command::output` does, but kills it past
+/// `limit`. Its output must be small (it is read once it has exited).
+fn output_within(command: &mut Command, limit: Duration) -> io::Result<std::process::Output> {
+    let mut child = command.spawn()?;
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if child.try_wait()?.is_some() {
+            return child.wait_with_output();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "opening it as the job's user did not finish within {} s (a named pipe, or a file system that does not answer)",
+                    limit.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
 /// A file, as device and inode numbers.
 type FileId = (u64, u64);
 
@@ -201,7 +236,7 @@ fn prepare_as_user(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let output = command.output().map_err(|e| output_error(stdout, &e))?;
+    let output = output_within(&mut command, HELPER_LIMIT).map_err(|e| output_error(stdout, &e))?;
     if output.status.success() {
         let ids = file_ids(&String::from_utf8_lossy(&output.stdout));
         let mut reached = Reached {
@@ -255,9 +290,8 @@ fn open_output(
         return open_without_blocking(&mut options, OFlag::empty(), path)
             .map_err(|e| output_error(path, &e));
     };
-    let file = open_without_blocking(&mut options, OFlag::O_NOFOLLOW, path)
-        .map_err(|e| output_error(path, &e))?;
-    let meta = file.metadata().map_err(|e| output_error(path, &e))?;
+    let probe = probe(path).map_err(|e| output_error(path, &e))?;
+    let meta = probe.metadata().map_err(|e| output_error(path, &e))?;
     let unsafe_because = |reason: String| ProcessError::UnsafeOutputFile {
         path: path.to_path_buf(),
         reason,
@@ -279,6 +313,28 @@ fn open_output(
             user.user
         )));
     }
+    reopen(&probe, &mut options).map_err(|e| output_error(path, &e))
+}
+
+/// Opens `path` without opening what it names (`O_PATH`, not following a
+/// final link): a device's open has effects (a watchdog arms), a named pipe's
+/// waits, so root looks at what a user's path leads to before it opens it.
+fn probe(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_PATH | OFlag::O_NOFOLLOW).bits())
+        .open(path)
+}
+
+/// Opens, with `options`, the very file `probed` (found by [`probe`] and
+/// checked), through its descriptor rather than its path again.
+fn reopen(probed: &File, options: &mut OpenOptions) -> io::Result<File> {
+    let via = PathBuf::from(format!("/proc/self/fd/{}", probed.as_raw_fd()));
+    let file = open_without_blocking(options, OFlag::empty(), &via)?;
+    let (was, is) = (probed.metadata()?, file.metadata()?);
+    if (was.dev(), was.ino()) != (is.dev(), is.ino()) {
+        return Err(io::Error::other("the file changed while it was opened"));
+    }
     Ok(file)
 }
 
@@ -298,30 +354,25 @@ fn open_input(
     };
     let mut options = OpenOptions::new();
     options.read(true);
-    let flags = if checked.is_some() {
-        OFlag::O_NOFOLLOW
-    } else {
-        OFlag::empty()
-    };
-    let file =
-        open_without_blocking(&mut options, flags, path).map_err(|e| input_error(e.to_string()))?;
-    // Opened without waiting for a writer, a named pipe would read as empty:
-    // the job would silently get no input.
-    let is_fifo = file
-        .metadata()
-        .map_err(|e| input_error(e.to_string()))?
-        .file_type()
-        .is_fifo();
-    if is_fifo {
-        return Err(input_error(
-            "it is a named pipe, which corral does not wait on; give --input a regular file"
-                .to_string(),
-        ));
-    }
     let Some((user, reached)) = checked else {
+        let file = open_without_blocking(&mut options, OFlag::empty(), path)
+            .map_err(|e| input_error(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| input_error(e.to_string()))?;
+        if meta.file_type().is_fifo() {
+            return Err(input_error(FIFO_INPUT.to_string()));
+        }
         return Ok(file);
     };
-    let meta = file.metadata().map_err(|e| input_error(e.to_string()))?;
+    let probe = probe(path).map_err(|e| input_error(e.to_string()))?;
+    let meta = probe.metadata().map_err(|e| input_error(e.to_string()))?;
+    if meta.file_type().is_fifo() {
+        return Err(input_error(FIFO_INPUT.to_string()));
+    }
+    if !meta.file_type().is_file() {
+        return Err(input_error(
+            "it is not a plain file; give --input a regular file".to_string(),
+        ));
+    }
     if reached != Some((meta.dev(), meta.ino())) {
         return Err(input_error(format!(
             "it is not the file {} reached at that path a moment before (a directory on the way was replaced)",
@@ -337,12 +388,16 @@ fn open_input(
     } else {
         mode & 0o004 != 0
     };
-    if readable {
-        Ok(file)
-    } else {
-        Err(input_error(format!("{} may not read it", user.user)))
+    if !readable {
+        return Err(input_error(format!("{} may not read it", user.user)));
     }
+    reopen(&probe, &mut options).map_err(|e| input_error(e.to_string()))
 }
+
+/// Why a named pipe is no input: opened without waiting for a writer, it
+/// would read as empty and the job would silently get no input.
+const FIFO_INPUT: &str =
+    "it is a named pipe, which corral does not wait on; give --input a regular file";
 
 /// Opens `path` with `flags` and `O_NONBLOCK`, then clears `O_NONBLOCK`: the
 /// open cannot wait for the other end of a named pipe, and the job still gets
@@ -371,7 +426,6 @@ fn output_error(path: &Path, error: &io::Error) -> ProcessError {
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc;
-    use std::time::Duration;
 
     use nix::sys::stat::Mode;
     use nix::unistd::mkfifo;
@@ -486,6 +540,7 @@ mod tests {
             stderr: PathBuf::from(stdout),
             stdin: stdin.map(PathBuf::from),
             user: Some(nobody.clone()),
+            cgroup: None,
         };
         let swap = || {
             std::fs::remove_file(&link).expect("unlink");

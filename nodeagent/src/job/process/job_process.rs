@@ -13,6 +13,7 @@ use corral_state::slurm::signal::Signal;
 use nix::errno::Errno;
 use nix::unistd::{Pid, geteuid};
 
+use super::cgroup::AttemptCgroup;
 use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
 use super::launch::{command_as, setsid_program};
@@ -55,7 +56,14 @@ impl JobProcess {
         check_workdir(&spec.workdir)?;
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
-        let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let cgroup = spec.cgroup.as_ref();
+        let (program, args) = with_task_pid(
+            &spec.program,
+            &spec.args,
+            &spec.env,
+            &spec.workdir,
+            cgroup.map(AttemptCgroup::name),
+        );
         let mut command = command_as(
             &program,
             &args,
@@ -68,7 +76,7 @@ impl JobProcess {
             .stdin(stdio.stdin)
             .stdout(stdio.stdout)
             .stderr(stdio.stderr);
-        Self::start(command, &spec.program, &spec.workdir)
+        Self::start(command, &spec.program, &spec.workdir, cgroup)
     }
 
     /// Starts a step's task like [`JobProcess::spawn`] starts a batch script,
@@ -91,7 +99,14 @@ impl JobProcess {
                 (input(*reads), out, err)
             }
         };
-        let (program, args) = with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
+        let cgroup = spec.cgroup.as_ref();
+        let (program, args) = with_task_pid(
+            &spec.program,
+            &spec.args,
+            &spec.env,
+            &spec.workdir,
+            cgroup.map(AttemptCgroup::name),
+        );
         let mut command = command_as(
             &program,
             &args,
@@ -104,7 +119,7 @@ impl JobProcess {
             .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);
-        let mut process = Self::start(command, &spec.program, &spec.workdir)?;
+        let mut process = Self::start(command, &spec.program, &spec.workdir, cgroup)?;
         let output = TaskOutput {
             stdin: process.child.stdin.take(),
             stdout: process.child.stdout.take(),
@@ -124,9 +139,15 @@ impl JobProcess {
         size: TerminalSize,
     ) -> Result<(JobProcess, TaskOutput), ProcessError> {
         let setsid = setsid_program().ok_or(ProcessError::SetsidMissing)?;
-        let (program, program_args) =
-            with_task_pid(&spec.program, &spec.args, &spec.env, &spec.workdir);
-        let mut args: Vec<std::ffi::OsString> = vec!["--ctty".into(), program.into_os_string()];
+        let (program, program_args) = with_task_pid(
+            &spec.program,
+            &spec.args,
+            &spec.env,
+            &spec.workdir,
+            spec.cgroup.as_ref().map(AttemptCgroup::name),
+        );
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["--ctty".into(), "--".into(), program.into_os_string()];
         args.extend(program_args);
         let mut command = command_as(&setsid, &args, spec.user.as_ref(), &spec.env, &spec.workdir)?;
         let winsize = nix::pty::Winsize {
@@ -152,7 +173,7 @@ impl JobProcess {
             .stderr(Stdio::from(pty.slave));
         // The command, and with it the slave's last copy here, is gone once
         // started: the master reads an end when the task's session closes it.
-        let process = Self::start(command, &spec.program, &spec.workdir)?;
+        let process = Self::start(command, &spec.program, &spec.workdir, spec.cgroup.as_ref())?;
         let output = TaskOutput {
             stdin: None,
             stdout: None,
@@ -162,10 +183,13 @@ impl JobProcess {
         Ok((process, output))
     }
 
+    /// Spawns `command` and moves it into `cgroup`, if any (a move that fails
+    /// is logged: the process runs outside, found by group and environment).
     fn start(
         command: std::process::Command,
         program: &Path,
         workdir: &Path,
+        cgroup: Option<&AttemptCgroup>,
     ) -> Result<JobProcess, ProcessError> {
         let spawn_error = |source: io::Error| ProcessError::Spawn {
             program: program.to_path_buf(),
@@ -181,6 +205,15 @@ impl JobProcess {
         })?;
         let raw =
             i32::try_from(pid).map_err(|_| spawn_error(io::Error::other("pid out of range")))?;
+        if let Some(cgroup) = cgroup
+            && let Err(e) = cgroup.add(pid)
+        {
+            tracing::warn!(
+                pid,
+                cgroup = cgroup.name(),
+                "cannot move a job process into its attempt's cgroup: {e}; it is fenced by its process group and environment only"
+            );
+        }
         Ok(JobProcess {
             child,
             pid,
@@ -263,6 +296,7 @@ fn open_task_files(
         stderr: stderr.unwrap_or(null).to_path_buf(),
         stdin: None,
         user: spec.user.clone(),
+        cgroup: None,
     };
     let switch_user = spec.user.is_some() && geteuid().is_root();
     let opened = open_stdio(&files, switch_user)?;

@@ -4,11 +4,13 @@
 //! cannot set supplementary groups on stable Rust without `unsafe`, which this
 //! workspace forbids).
 //!
-//! `setpriv` itself runs as root, so the variables through which a dynamic
-//! loader or libc runs code or reads files (`LD_PRELOAD`, `LD_LIBRARY_PATH`,
-//! `GCONV_PATH`, ...: glibc's secure-mode list and every `LD_*`) must never
-//! reach it: a job could otherwise run its own code as root. They are set
-//! again after the switch, by `env` running as the user, for the job's program.
+//! `setpriv` itself runs as root, so none of the job's variables may reach it:
+//! through the dynamic loader or libc (`LD_PRELOAD`, `GCONV_PATH`, `LOCPATH`,
+//! `GLIBC_TUNABLES`, ...) a job could run its own code as root, and a list of
+//! dangerous names misses what it does not name (or a name that holds `=`).
+//! So `setpriv` starts with an empty environment, and `env -i`, running as the
+//! user after the switch, sets every variable for the job's program. A
+//! variable name that is empty or holds `=` or NUL is refused either way.
 //!
 //! The working directory is the job's, so it is entered as the user: std
 //! changes directory after it switches ids, and through `setpriv` the user's
@@ -45,27 +47,9 @@ pub(super) fn setsid_program() -> Option<PathBuf> {
     find(SETSID_PATHS)
 }
 
-/// Variables a loader or libc running as root would act on (glibc's
-/// `unsecvars.h`), kept from `setpriv`; every `LD_*` is too.
-const LOADER_VARS: &[&str] = &[
-    "GCONV_PATH",
-    "GETCONF_DIR",
-    "GLIBC_TUNABLES",
-    "HOSTALIASES",
-    "LOCALDOMAIN",
-    "LOCPATH",
-    "MALLOC_TRACE",
-    "NIS_PATH",
-    "NLSPATH",
-    "RESOLV_HOST_CONF",
-    "RES_OPTIONS",
-    "TMPDIR",
-    "TZDIR",
-];
-
-/// Whether a root process must not start with variable `name`.
-fn loader_var(name: &str) -> bool {
-    name.starts_with("LD_") || LOADER_VARS.contains(&name)
+/// A variable name no environment can carry as given.
+fn bad_variable(name: &str) -> bool {
+    name.is_empty() || name.contains(['=', '\0'])
 }
 
 /// A command running `program` with `args` as `user` (as the agent's own user
@@ -78,6 +62,15 @@ pub(super) fn command_as<A: AsRef<OsStr>>(
     env: &BTreeMap<String, String>,
     workdir: &Path,
 ) -> Result<Command, ProcessError> {
+    if let Some(name) = env.keys().find(|name| bad_variable(name)) {
+        return Err(ProcessError::Spawn {
+            program: program.to_path_buf(),
+            workdir: workdir.to_path_buf(),
+            source: std::io::Error::other(format!(
+                "the environment variable name {name:?} is empty or holds '=' or NUL; no environment can carry it"
+            )),
+        });
+    }
     let direct = || {
         let mut command = Command::new(program);
         command
@@ -140,9 +133,9 @@ struct Setpriv<'a> {
     groups: &'a [u32],
 }
 
-/// `setpriv` (running as root, in `/`) switching to the user and groups of
-/// `switch`, then `env` (running as the user) entering `workdir` and setting
-/// the loader's variables, then `program`. `setpriv` gets `env` without them.
+/// `setpriv` (running as root, in `/`, with no environment) switching to the
+/// user and groups of `switch`, then `env -i` (running as the user) entering
+/// `workdir` and setting every variable of `env`, then `program`.
 fn through_setpriv<A: AsRef<OsStr>>(
     switch: &Setpriv<'_>,
     program: &Path,
@@ -150,14 +143,12 @@ fn through_setpriv<A: AsRef<OsStr>>(
     env: &BTreeMap<String, String>,
     workdir: &Path,
 ) -> Result<Command, ProcessError> {
-    type Vars<'a> = Vec<(&'a String, &'a String)>;
-    let (loader, plain): (Vars<'_>, Vars<'_>) = env.iter().partition(|(name, _)| loader_var(name));
     // `env` reads NAME=VALUE words up to the program: a program whose name
     // holds '=' would be taken for one.
     if program.as_os_str().to_string_lossy().contains('=') {
         return Err(ProcessError::Spawn {
             program: program.to_path_buf(),
-            workdir: PathBuf::from("/"),
+            workdir: workdir.to_path_buf(),
             source: std::io::Error::other(
                 "a program whose name contains '=' cannot be started as a user with supplementary groups; rename it",
             ),
@@ -165,10 +156,9 @@ fn through_setpriv<A: AsRef<OsStr>>(
     }
     let mut chdir = OsString::from("--chdir=");
     chdir.push(workdir.as_os_str());
-    let mut inner: Vec<OsString> = vec![chdir, "--".into()];
+    let mut inner: Vec<OsString> = vec!["-i".into(), chdir, "--".into()];
     inner.extend(
-        loader
-            .iter()
+        env.iter()
             .map(|(name, value)| OsString::from(format!("{name}={value}"))),
     );
     inner.push(program.as_os_str().to_owned());
@@ -182,7 +172,6 @@ fn through_setpriv<A: AsRef<OsStr>>(
             &inner,
         ))
         .env_clear()
-        .envs(plain)
         .current_dir("/");
     Ok(command)
 }
@@ -221,7 +210,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loader_variables_never_reach_setpriv_and_are_set_again_after_the_switch() {
+    fn no_variable_reaches_setpriv_and_all_are_set_again_after_the_switch() {
         let user = RunAs {
             uid: 1000,
             gid: 100,
@@ -252,22 +241,8 @@ mod tests {
         .expect("command");
         // Root does not enter the job's directory: the user's env does.
         assert_eq!(command.get_current_dir(), Some(Path::new("/")));
-        let root_side: Vec<(String, String)> = command
-            .get_envs()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.to_string_lossy().into_owned(),
-                    v?.to_string_lossy().into_owned(),
-                ))
-            })
-            .collect();
-        assert_eq!(
-            root_side,
-            vec![
-                ("KEEP".to_string(), "1".to_string()),
-                ("PATH".to_string(), "/usr/bin:/bin".to_string())
-            ]
-        );
+        // Root's setpriv has no environment at all.
+        assert_eq!(command.get_envs().count(), 0);
         let args: Vec<String> = command
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -280,10 +255,13 @@ mod tests {
                 "--groups=100,2000",
                 "--",
                 "/usr/bin/env",
+                "-i",
                 "--chdir=/home/alice/run",
                 "--",
                 "GCONV_PATH=/home/alice/gconv",
+                "KEEP=1",
                 "LD_PRELOAD=/home/alice/evil.so",
+                "PATH=/usr/bin:/bin",
                 "/usr/bin/python3",
                 "train.py"
             ]
@@ -296,6 +274,31 @@ mod tests {
             Path::new("/tmp"),
         );
         assert!(odd.is_err());
+    }
+
+    #[test]
+    fn a_variable_name_holding_an_equals_sign_is_refused_on_every_path() {
+        // `GCONV_PATH=/x` as a name would read as GCONV_PATH once joined.
+        let env = BTreeMap::from([("GCONV_PATH=/home/u/g".to_string(), String::new())]);
+        for user in [
+            None,
+            Some(RunAs {
+                uid: 1000,
+                gid: 100,
+                user: "alice".into(),
+            }),
+        ] {
+            let refused = command_as(
+                Path::new("/bin/true"),
+                &["x"],
+                user.as_ref(),
+                &env,
+                Path::new("/"),
+            );
+            assert!(refused.is_err(), "{user:?}");
+        }
+        let empty = BTreeMap::from([(String::new(), "x".to_string())]);
+        assert!(command_as(Path::new("/bin/true"), &["x"], None, &empty, Path::new("/")).is_err());
     }
 
     #[test]

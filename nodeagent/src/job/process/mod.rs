@@ -1,11 +1,13 @@
 //! Running and killing a job's processes: each job runs in its own process
 //! group, as its user when the agent is root, with its whole environment given
 //! (nothing inherited from the agent), its output appended to files, and its end
-//! reported as corral's [`ExitStatus`](corral_state::job::ExitStatus).
+//! reported as corral's [`ExitStatus`](corral_state::job::ExitStatus), and, where
+//! the node has cgroup v2, in its attempt's cgroup ([`cgroup`]).
 //!
 //! Spawning and waiting use Tokio's process support: call them inside a Tokio
 //! runtime. Dropping a [`JobProcess`] does not kill the job.
 
+pub mod cgroup;
 mod error;
 mod escaped;
 mod files;
@@ -24,6 +26,7 @@ use std::path::PathBuf;
 
 use corral_proto::step::TerminalSize;
 
+pub use cgroup::{AttemptCgroup, Cgroups};
 pub use error::ProcessError;
 pub use escaped::{AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes};
 pub use group::{group_members, process_alive, process_group_alive};
@@ -53,6 +56,8 @@ pub struct ProcessSpec {
     /// The user to run as when the agent runs as root; `None` runs the job as
     /// the agent's own user.
     pub user: Option<RunAs>,
+    /// The attempt's cgroup (made), when the node has them.
+    pub cgroup: Option<AttemptCgroup>,
 }
 
 /// A task of a job step: like a [`ProcessSpec`], but its output goes to pipes
@@ -71,6 +76,8 @@ pub struct TaskSpec {
     pub user: Option<RunAs>,
     /// How its input and output are connected.
     pub io: TaskIo,
+    /// The attempt's cgroup (made), when the node has them.
+    pub cgroup: Option<AttemptCgroup>,
 }
 
 /// How a task's input and output are connected.

@@ -7,6 +7,11 @@
 //! Lmod's `BASH_FUNC_module%%`), and an `exec` refused with "Text file busy"
 //! (a batch script just written while another fork held it open) is retried.
 //!
+//! Given `--cgroup=NAME` (`corral-agent task-exec --cgroup=NAME -- PROGRAM`),
+//! the wrapper first waits until the agent has moved it into the attempt's
+//! cgroup, so that no job code runs outside it (for at most
+//! [`CGROUP_PATIENCE`]; then it runs the program where it is).
+//!
 //! The wrapper is used only once the agent named its binary
 //! ([`use_wrapper`]) and when the program will be found, so that a missing or
 //! non-executable program is still refused at the spawn with the agent's own
@@ -26,6 +31,8 @@ use std::time::Duration;
 pub const SUBCOMMAND: &str = "task-exec";
 /// Where a bare program name is looked for when the environment has no `PATH`.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// How long the wrapper waits to be moved into its attempt's cgroup.
+pub const CGROUP_PATIENCE: Duration = Duration::from_millis(500);
 /// How long "Text file busy" is retried.
 const BUSY_PATIENCE: Duration = Duration::from_secs(2);
 
@@ -61,6 +68,7 @@ pub(super) fn with_task_pid(
     args: &[String],
     env: &BTreeMap<String, String>,
     workdir: &Path,
+    cgroup: Option<&str>,
 ) -> (PathBuf, Vec<OsString>) {
     let unchanged = || {
         (
@@ -74,7 +82,11 @@ pub(super) fn with_task_pid(
     if !found(program, env, workdir) {
         return unchanged();
     }
-    let mut wrapped: Vec<OsString> = vec![SUBCOMMAND.into(), "--".into(), program.into()];
+    let mut wrapped: Vec<OsString> = vec![SUBCOMMAND.into()];
+    if let Some(cgroup) = cgroup {
+        wrapped.push(format!("--cgroup={cgroup}").into());
+    }
+    wrapped.extend(["--".into(), program.into()]);
     wrapped.extend(args.iter().map(OsString::from));
     (wrapper.clone(), wrapped)
 }
@@ -97,9 +109,22 @@ fn executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// `corral-agent task-exec -- PROGRAM ARGS...`: execs the program with
-/// `SLURM_TASK_PID` set to this process's pid; returns only when it cannot.
+/// `corral-agent task-exec [--cgroup=NAME] -- PROGRAM ARGS...`: execs the
+/// program with `SLURM_TASK_PID` set to this process's pid (once in cgroup
+/// `NAME`); returns only when it cannot.
 pub fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let mut args = args.peekable();
+    if let Some(name) = args
+        .peek()
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.strip_prefix("--cgroup="))
+        .map(str::to_string)
+    {
+        args.next();
+        // Not there in time: the agent could not move it (and said so in
+        // its log); the program runs where it is.
+        super::cgroup::wait_until_in(&name, CGROUP_PATIENCE);
+    }
     let mut args = args.skip_while(|a| a == "--");
     let Some(program) = args.next() else {
         eprintln!("corral-agent {SUBCOMMAND}: no program given");
