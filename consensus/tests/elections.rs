@@ -13,6 +13,7 @@ mod support;
 
 use std::time::Duration;
 
+use corral_consensus::RaftTiming;
 use support::{PATIENCE, TestCluster, mark, timing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -149,5 +150,40 @@ async fn a_leader_without_its_quorum_steps_down_and_a_majority_leads_again() {
     cluster.launch(followers[0]).await;
     // Committed on a majority of two: a leader exists again.
     cluster.propose(mark("after")).await.unwrap();
+    cluster.shutdown().await;
+}
+
+/// Two voters whose leader dies heard it last at the same moment and time out
+/// together; here within a millisecond (no random share to speak of). Each
+/// granting the other's pre-vote made both stand and split the real vote:
+/// the term grew by 3 for one leader lost in the chaos suite's CI run. The
+/// lower id now goes first, and every leader lost costs one term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_voters_timing_out_together_elect_in_one_term() {
+    let lockstep = RaftTiming {
+        election_min_ms: 400,
+        election_max_ms: 401,
+        ..timing()
+    };
+    let mut cluster = TestCluster::start_with(3, lockstep).await;
+    cluster.propose(mark("start")).await.unwrap();
+    for round in 0..4 {
+        let leader = cluster.leader().await;
+        let term = cluster.replicas[&leader].metrics().term;
+        cluster.stop(leader).await;
+        let next = cluster.leader().await;
+        cluster
+            .propose(mark(&format!("after-loss-{round}")))
+            .await
+            .unwrap();
+        let now = cluster.replicas[&next].metrics().term;
+        assert_eq!(
+            now,
+            term + 1,
+            "round {round}: leader {leader} lost at term {term}, replica {next} leads at term {now}"
+        );
+        cluster.launch(leader).await;
+        cluster.converged_digests().await;
+    }
     cluster.shutdown().await;
 }

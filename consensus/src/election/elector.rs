@@ -7,7 +7,9 @@
 //! the due time on, so a follower of a live leader only ever wakes to find it
 //! is not due yet. A round asks every other voter at once, and ends when a
 //! majority of every voter set (itself included) would vote for it, which
-//! starts openraft's election, or at a deadline. A leader, a learner and a replica
+//! starts openraft's election, or at a deadline. A replica that said it would
+//! vote for another candidate waits a whole timeout before it asks itself,
+//! and gives up a round during which it said so ([`super::judge`]). A leader, a learner and a replica
 //! removed from the voters never stand.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,12 +71,23 @@ pub async fn run(
             last_attempt = None;
             continue;
         }
-        let due = timing.due_at(standing.contact.unwrap_or(started), last_attempt, jitter);
-        if Instant::now() < due {
+        // A candidate this replica just said it would vote for goes first:
+        // a whole timeout from that grant, as from a leader's message.
+        let contact = standing.contact.unwrap_or(started);
+        let contact = judge
+            .granted_other_at()
+            .map_or(contact, |granted| granted.max(contact));
+        let due = timing.due_at(contact, last_attempt, jitter);
+        let now = Instant::now();
+        if now < due {
             tokio::time::sleep_until(due).await;
             continue;
         }
-        last_attempt = Some(Instant::now());
+        if !judge.begin_round(now) {
+            continue;
+        }
+        let began = Instant::now();
+        last_attempt = Some(began);
         jitter = timing.jitter(rand::random());
         // Long enough to open a call stream to a peer no leader's traffic
         // kept open (followers do not talk to each other), short enough
@@ -82,6 +95,13 @@ pub async fn run(
         // soon as a majority grants.
         let within = timing.lease + timing.timeout_max;
         let granted = ask_voters(id, &network, &judge, &standing, within).await;
+        if judge.end_round(began) {
+            tracing::info!(
+                term = standing.term + 1,
+                "another candidate with a lower id asked while this replica did: it goes first"
+            );
+            continue;
+        }
         // A vote cast meanwhile (another voter's election, a leader's first
         // message) makes the answers stale: standing now would raise the term
         // past that election and depose its winner.

@@ -1,5 +1,10 @@
 //! The asked side of a pre-vote: reads what this replica knows from its Raft
-//! state and log, and decides with [`super::pre_vote::decide`].
+//! state and log, and decides with [`super::pre_vote::decide`]. It also keeps
+//! this replica's own contest, shared with its [`super::elector`]: whether it
+//! is asking for pre-votes now, and when it last granted another candidate's
+//! (the elector then waits a whole timeout before it asks itself, and gives
+//! up a round during which it granted one), so that two voters never both
+//! collect a majority for the same term.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::STEPPED_DOWN_PROBE;
-use super::pre_vote::{self, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
+use super::pre_vote::{self, Contending, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
 use crate::log_store::LogStore;
 use crate::types::{Raft, ReplicaId};
 
@@ -24,6 +29,17 @@ pub struct Judge {
     stepped_down: watch::Receiver<bool>,
     /// When it last probed for a pre-vote it refused.
     probed: Arc<Mutex<Option<Instant>>>,
+    /// Its own contest for the next term.
+    contest: Arc<Mutex<Contest>>,
+}
+
+/// This replica's own contest for the next term.
+#[derive(Debug, Default)]
+struct Contest {
+    /// Its pre-vote round in progress, since when.
+    asking_since: Option<Instant>,
+    /// When it last granted another candidate's pre-vote.
+    granted_other_at: Option<Instant>,
 }
 
 /// Why a pre-vote could not be judged: this replica's Raft stopped or its log
@@ -49,27 +65,61 @@ impl Judge {
             lease,
             stepped_down,
             probed: Arc::default(),
+            contest: Arc::default(),
         }
+    }
+
+    fn contest(&self) -> std::sync::MutexGuard<'_, Contest> {
+        self.contest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When this replica last granted another candidate's pre-vote.
+    pub fn granted_other_at(&self) -> Option<Instant> {
+        self.contest().granted_other_at
+    }
+
+    /// Starts this replica's own pre-vote round, unless it granted another
+    /// candidate since `due_seen` (when it found its round due): that one
+    /// goes first.
+    pub fn begin_round(&self, due_seen: Instant) -> bool {
+        let mut contest = self.contest();
+        if contest.granted_other_at.is_some_and(|at| at >= due_seen) {
+            return false;
+        }
+        contest.asking_since = Some(Instant::now());
+        true
+    }
+
+    /// Ends the round begun at `began`; true when this replica granted
+    /// another candidate meanwhile (a lower id), which then goes first.
+    pub fn end_round(&self, began: Instant) -> bool {
+        let mut contest = self.contest();
+        contest.asking_since = None;
+        contest.granted_other_at.is_some_and(|at| at >= began)
     }
 
     /// What this replica knows now.
     pub async fn view(&self) -> Result<VoterView, JudgeError> {
         let (id, lease) = (self.id, self.lease);
         let stepped_down = *self.stepped_down.borrow();
-        let (term, leader_alive) = self
+        let (term, leader_alive, standing) = self
             .raft
             .with_raft_state(move |st| {
                 let vote = st.vote_ref();
+                let recent = st
+                    .vote_last_modified()
+                    .is_some_and(|at| Instant::now().saturating_duration_since(at) <= lease);
                 let leader_alive = if st.server_state == ServerState::Leader {
                     !stepped_down
                 } else {
-                    vote.committed
-                        && vote.leader_id.voted_for() != Some(id)
-                        && st
-                            .vote_last_modified()
-                            .is_some_and(|at| Instant::now().saturating_duration_since(at) <= lease)
+                    vote.committed && vote.leader_id.voted_for() != Some(id) && recent
                 };
-                (vote.leader_id.term, leader_alive)
+                // Stood moments ago and votes for itself, not yet elected.
+                let standing = st.server_state != ServerState::Leader
+                    && !vote.committed
+                    && vote.leader_id.voted_for() == Some(id)
+                    && recent;
+                (vote.leader_id.term, leader_alive, standing)
             })
             .await
             .map_err(|e| JudgeError(e.to_string()))?;
@@ -81,6 +131,12 @@ impl Judge {
             term,
             last_log_id,
             leader_alive,
+            id,
+            contending: if standing {
+                Contending::Standing
+            } else {
+                Contending::No
+            },
         })
     }
 
@@ -90,7 +146,18 @@ impl Judge {
     /// followers' leases under other candidates' elections): a majority that
     /// hears it again takes it back, where that candidate could never win.
     pub async fn answer(&self, request: &PreVoteRequest) -> Result<PreVoteAnswer, JudgeError> {
-        let answer = pre_vote::decide(request, &self.view().await?);
+        let mut view = self.view().await?;
+        let answer = {
+            let mut contest = self.contest();
+            if view.contending == Contending::No && contest.asking_since.is_some() {
+                view.contending = Contending::Asking;
+            }
+            let answer = pre_vote::decide(request, &view);
+            if answer.granted() && request.candidate != self.id {
+                contest.granted_other_at = Some(Instant::now());
+            }
+            answer
+        };
         if answer.refusal == Some(Refusal::LogBehind)
             && *self.stepped_down.borrow()
             && self.probe_due()

@@ -40,6 +40,10 @@ pub enum Refusal {
     LeaderAlive,
     /// The candidate's log ends before its own.
     LogBehind,
+    /// It contends itself: it stood for election moments ago, or asks for
+    /// pre-votes now and the candidate's id is higher (the lower id wins a
+    /// tie, so two replicas that time out together do not split the vote).
+    Contending,
 }
 
 impl std::fmt::Display for Refusal {
@@ -47,6 +51,7 @@ impl std::fmt::Display for Refusal {
         f.write_str(match self {
             Refusal::LeaderAlive => "it hears from a live leader",
             Refusal::LogBehind => "the candidate's log ends before its own",
+            Refusal::Contending => "it contends for the same election",
         })
     }
 }
@@ -62,6 +67,21 @@ pub struct VoterView {
     /// majority confirmed) within the leader lease, or leads and a majority
     /// answers it.
     pub leader_alive: bool,
+    /// Its own id.
+    pub id: ReplicaId,
+    /// How it contends itself for the next term.
+    pub contending: Contending,
+}
+
+/// How the asked replica contends for the next term itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contending {
+    /// It does not.
+    No,
+    /// It is asking for pre-votes now.
+    Asking,
+    /// It stood for election within the leader lease and votes for itself.
+    Standing,
 }
 
 /// Decides a pre-vote (Raft thesis §9.6): granted when no live leader is
@@ -75,11 +95,24 @@ pub struct VoterView {
 /// candidate's (it missed a membership change) would refuse the new voters.
 /// A replica removed while it was down has missed the removal, so its log is
 /// shorter and the log rule refuses it; and the voters hear their leader.
+///
+/// Two voters whose leader died time out together (they heard it last at the
+/// same moment); each granting the other's pre-vote would make both stand and
+/// split the real vote, the term growing once per split. So a replica that
+/// stood moments ago refuses every other candidate, and one asking for
+/// pre-votes itself refuses higher ids (and gives up its own round when it
+/// grants a lower one: [`super::judge`]).
 pub fn decide(request: &PreVoteRequest, view: &VoterView) -> PreVoteAnswer {
+    let other = request.candidate != view.id;
     let refusal = if view.leader_alive {
         Some(Refusal::LeaderAlive)
     } else if request.last_log_id < view.last_log_id {
         Some(Refusal::LogBehind)
+    } else if other
+        && (view.contending == Contending::Standing
+            || (view.contending == Contending::Asking && request.candidate > view.id))
+    {
+        Some(Refusal::Contending)
     } else {
         None
     };
@@ -104,6 +137,8 @@ mod tests {
             term,
             last_log_id: last,
             leader_alive,
+            id: 9,
+            contending: Contending::No,
         }
     }
 
@@ -165,6 +200,32 @@ mod tests {
         assert_eq!(decide(&a_asks, &b).refusal, Some(Refusal::LogBehind));
     }
 
+    #[test]
+    fn of_two_contenders_the_lower_id_is_granted_and_a_fresh_candidate_grants_none() {
+        let last = Some(log_id(4, 1, 10));
+        let asking = VoterView {
+            id: 2,
+            contending: Contending::Asking,
+            ..view(4, last, false)
+        };
+        assert!(decide(&ask(1, 5, last), &asking).granted());
+        assert_eq!(
+            decide(&ask(3, 5, last), &asking).refusal,
+            Some(Refusal::Contending)
+        );
+        // Its own question is judged like anyone's.
+        assert!(decide(&ask(2, 5, last), &asking).granted());
+        let standing = VoterView {
+            contending: Contending::Standing,
+            ..asking
+        };
+        assert_eq!(
+            decide(&ask(1, 5, last), &standing).refusal,
+            Some(Refusal::Contending)
+        );
+        assert!(decide(&ask(2, 5, last), &standing).granted());
+    }
+
     proptest! {
         /// Whatever the request, a pre-vote is granted exactly when no live
         /// leader is known and the candidate's log is at least as complete.
@@ -181,6 +242,7 @@ mod tests {
             let request = ask(candidate, req_term, req_last.map(to_id));
             let mine = view(my_term, my_last.map(to_id), alive);
             let answer = decide(&request, &mine);
+            // (`view` does not contend.)
             prop_assert_eq!(answer.granted(), !alive && request.last_log_id >= mine.last_log_id);
             prop_assert_eq!(answer.term, my_term);
         }

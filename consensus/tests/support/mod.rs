@@ -55,12 +55,17 @@ pub struct TestCluster {
 impl TestCluster {
     /// Starts `n` replicas (ids 1..=n) and bootstraps them as one cluster.
     pub async fn start(n: u64) -> Self {
+        Self::start_with(n, timing()).await
+    }
+
+    /// [`TestCluster::start`] with `timing`.
+    pub async fn start_with(n: u64, timing: RaftTiming) -> Self {
         let mut cluster = TestCluster {
             ca: ClusterCa::generate("test").unwrap(),
             dirs: BTreeMap::new(),
             addrs: BTreeMap::new(),
             replicas: BTreeMap::new(),
-            timing: timing(),
+            timing,
             patience: PATIENCE,
         };
         for id in 1..=n {
