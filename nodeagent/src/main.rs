@@ -237,6 +237,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
         cgroups.as_ref(),
     )
     .await;
+    if let Some(cgroups) = &cgroups {
+        let removed = cgroups.remove_stale_siblings(&node);
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed the empty cgroups of earlier agents of this node"
+            );
+        }
+    }
     let lease = Lease::default();
     let supervisor = Supervisor::new(
         SupervisorSettings {

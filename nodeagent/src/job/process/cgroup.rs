@@ -161,6 +161,36 @@ impl Cgroups {
         &self.dir
     }
 
+    /// Removes the empty subtrees earlier agents of node `node` left beside
+    /// this one (an agent that was killed leaves its subtree). A cgroup with
+    /// a process in it cannot be removed, so what still runs stays.
+    pub fn remove_stale_siblings(&self, node: &str) -> usize {
+        let Some(parent) = self.dir.parent() else {
+            return 0;
+        };
+        let prefix = format!("corral-{}:", name_part(node));
+        let own = self.dir.file_name();
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if Some(name.as_os_str()) == own || !name.to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            if let Ok(children) = std::fs::read_dir(entry.path()) {
+                for child in children.flatten().filter(|c| c.path().is_dir()) {
+                    let _ = std::fs::remove_dir(child.path());
+                }
+            }
+            if std::fs::remove_dir(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The cgroup of attempt `attempt` of job `job` (made by [`AttemptCgroup::make`]).
     pub fn attempt(&self, job: u64, attempt: u32) -> AttemptCgroup {
         let leaf = format!("job-{job}.{attempt}");
@@ -223,9 +253,10 @@ fn make_dir(dir: &Path) -> io::Result<()> {
 }
 
 impl AttemptCgroup {
-    /// Makes the cgroup (finding it is fine: an attempt's tasks share it).
+    /// Makes the cgroup, and the agent's subtree if it went (finding it is
+    /// fine: an attempt's tasks share it).
     pub fn make(&self) -> io::Result<()> {
-        make_dir(&self.dir)
+        std::fs::create_dir_all(&self.dir)
     }
 
     /// Its path as `/proc/PID/cgroup` names it.
@@ -359,5 +390,24 @@ mod tests {
             at_root.sibling("n0").dir(),
             Path::new("/sys/fs/cgroup/corral-n0")
         );
+    }
+
+    #[test]
+    fn only_the_empty_subtrees_of_earlier_agents_of_the_same_node_are_removed() {
+        // Plain directories stand for cgroups: a file in one stands for a
+        // process (the kernel refuses to remove a populated cgroup, as a
+        // directory with a file cannot be).
+        let mount = tempfile::tempdir().expect("tempdir");
+        let own = Cgroups::open_below(mount.path(), "/", "n1:now").expect("own");
+        let stale = Cgroups::open_below(mount.path(), "/", "n1:before").expect("stale");
+        stale.attempt(1, 1).make().expect("attempt");
+        let busy = Cgroups::open_below(mount.path(), "/", "n1:busy").expect("busy");
+        std::fs::write(busy.dir().join("cgroup.procs"), "42\n").expect("procs");
+        let other = Cgroups::open_below(mount.path(), "/", "n10:x").expect("other");
+        assert_eq!(own.remove_stale_siblings("n1"), 1);
+        assert!(!stale.dir().exists());
+        assert!(busy.dir().exists() && own.dir().exists() && other.dir().exists());
+        // An attempt of an agent whose subtree went is made again.
+        stale.attempt(2, 1).make().expect("made again");
     }
 }
