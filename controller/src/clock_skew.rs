@@ -1,10 +1,11 @@
 //! Followers' clocks, as the leader sees them. Only the leader stamps time
 //! (its proposer stamps every command), so a follower's wrong clock changes
-//! nothing while it follows; but the day it leads, the cluster's time would
-//! jump with it (time never runs backwards in the state). The leader asks
-//! every member for its clock every [`LOOK_EVERY`], halves the round trip to
-//! estimate the offset, logs offsets beyond [`WARN_BEYOND`] and shows them in
-//! `corral cluster`.
+//! nothing while it follows; the day it leads, a majority of the others
+//! outvotes it. The leader asks
+//! every member for its clock every [`LOOK_EVERY`] (and at once when it
+//! starts to lead), halves the round trip to estimate the offset, logs offsets
+//! beyond [`WARN_BEYOND`] and shows them in `corral cluster`. The leader's own
+//! stamps are bounded by them ([`crate::cluster_clock`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -51,7 +52,9 @@ pub fn offset_ms(sent_ms: u64, remote_ms: u64, received_ms: u64) -> i64 {
 /// Watches the followers' clocks while this replica leads; runs until `stop`.
 pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch::Receiver<bool>) {
     let mut warned: BTreeMap<ReplicaId, bool> = BTreeMap::new();
+    let mut leadership = replica.leadership();
     loop {
+        leadership.borrow_and_update();
         if replica.leadership().borrow().is_self {
             let mut found = BTreeMap::new();
             for member in replica.members() {
@@ -88,8 +91,11 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
         } else {
             offsets.set(BTreeMap::new());
         }
+        // A new leader looks at once: its stamps are bounded by these
+        // offsets (`cluster_clock`).
         tokio::select! {
             () = tokio::time::sleep(LOOK_EVERY) => {}
+            changed = leadership.changed() => if changed.is_err() { return },
             _ = stop.changed() => return,
         }
     }

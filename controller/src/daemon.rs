@@ -58,6 +58,9 @@ impl Controller {
             )
         })?;
         let timing = config.raft.timing();
+        let clock_offsets = crate::clock_skew::ClockOffsets::default();
+        let cluster_clock = crate::cluster_clock::ClusterClock::new(clock_offsets.clone());
+        let stamp = cluster_clock.clone();
         let replica = Replica::start(ReplicaConfig {
             id: config.id,
             listen: peer_listen,
@@ -65,13 +68,15 @@ impl Controller {
             tls: tls.clone(),
             timing,
             cluster_name: config.cluster_name.clone(),
-            // Time belongs to the leader: its proposer stamps every command.
-            clock: Some(corral_consensus::Clock(Arc::new(crate::clock::now))),
+            // Time belongs to the leader: its proposer stamps every command,
+            // with its clock bounded by the cluster's (`cluster_clock`).
+            clock: Some(corral_consensus::Clock(Arc::new(move || stamp.now()))),
             source: config.listen.source,
         })
         .await
         .context("starting the Raft replica")?;
         let replica = Arc::new(replica);
+        cluster_clock.attach(&replica);
 
         let wake = Arc::new(Notify::new());
         let (stop_loop, stop_rx) = watch::channel(false);
@@ -103,7 +108,6 @@ impl Controller {
         let liveness = config.liveness.clone();
         let gateway_wake = Arc::clone(&wake);
         let agents = AgentSessions::default();
-        let clock_offsets = crate::clock_skew::ClockOffsets::default();
         let clock_watch = tokio::spawn(crate::clock_skew::watch(
             Arc::clone(&replica),
             clock_offsets.clone(),

@@ -7,6 +7,7 @@ pub mod agent_gateway;
 pub mod api;
 pub mod clock;
 pub mod clock_skew;
+pub mod cluster_clock;
 pub mod config;
 pub mod daemon;
 pub mod leader_loop;

@@ -1,0 +1,336 @@
+//! The time the leader stamps on every command: its own clock, but never
+//! one that disagrees with the cluster's. State time only moves forward, so a
+//! leader an hour fast would time out every time-limited job, bill an hour of
+//! every running GPU and leave the cluster's time ahead for good; one an hour
+//! slow would stop time for an hour.
+//!
+//! Two references bound it:
+//! - **The voters' clocks.** The leader measures its followers' offsets
+//!   ([`crate::clock_skew`]: at once when it starts to lead, then every
+//!   [`crate::clock_skew::LOOK_EVERY`]). When a majority of the voters' clocks
+//!   (its own among them) agree within [`AGREE_WITHIN`], the leader stamps their
+//!   median: a leader whose clock is off is outvoted, and says so.
+//! - **The replicated time.** Until offsets are known (the first moments of a
+//!   term), or when no majority agrees, the leader stamps its own clock held
+//!   within [`ANCHOR_BOUND`] of the time its term began with (the last stamp it
+//!   applied then) moved on by its monotonic clock. That anchor is taken once
+//!   per term, never from its own stamps, so a fast clock cannot ratchet it.
+//!
+//! [`stamp_time`] decides, purely; [`ClusterClock`] gathers what it needs.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use corral_consensus::Replica;
+use corral_state::time::Timestamp;
+
+use crate::clock;
+use crate::clock_skew::ClockOffsets;
+
+/// Clocks within this of each other agree.
+pub const AGREE_WITHIN: Duration = Duration::from_secs(1);
+
+/// How far from its term's anchor a leader's stamps may go while no majority
+/// of clocks agrees (or before their offsets are known).
+pub const ANCHOR_BOUND: Duration = Duration::from_secs(5);
+
+/// Where a stamp came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The leader's clock, which a majority agrees with.
+    Own,
+    /// The median of a majority of clocks that agree, which the leader's is
+    /// not among (by this many ms).
+    Majority {
+        /// The leader's clock minus the majority's.
+        leader_off_ms: i64,
+    },
+    /// The leader's clock, held within [`ANCHOR_BOUND`] of the term's anchor
+    /// (no majority known to agree); `clamped_by_ms` is how far it was moved.
+    Anchored {
+        /// The leader's clock minus the stamp.
+        clamped_by_ms: i64,
+    },
+}
+
+/// What the leader knows when it stamps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockView {
+    /// Its own clock, ms.
+    pub local_ms: u64,
+    /// Each other voter's offset from it (ms; their clock minus its), where
+    /// known and fresh.
+    pub peer_offsets_ms: Vec<i64>,
+    /// How many voters there are, itself included.
+    pub voters: usize,
+    /// The term's anchor moved on to now, ms, when known.
+    pub anchor_ms: Option<u64>,
+}
+
+/// The time to stamp, and where it came from.
+pub fn stamp_time(view: &ClockView) -> (u64, Source) {
+    let majority = view.voters / 2 + 1;
+    let agree = i64::try_from(AGREE_WITHIN.as_millis()).unwrap_or(i64::MAX);
+    let mut offsets: Vec<i64> = view.peer_offsets_ms.clone();
+    offsets.push(0);
+    offsets.sort_unstable();
+    // The largest group of clocks within AGREE_WITHIN of each other (a
+    // window over the sorted offsets); a majority of all voters or nothing.
+    let mut best: Option<&[i64]> = None;
+    let mut start = 0;
+    for end in 0..offsets.len() {
+        while offsets[end] - offsets[start] > agree {
+            start += 1;
+        }
+        let group = &offsets[start..=end];
+        if best.is_none_or(|b| group.len() > b.len()) {
+            best = Some(group);
+        }
+    }
+    if let Some(group) = best.filter(|g| g.len() >= majority) {
+        let median = group[(group.len() - 1) / 2];
+        if group.contains(&0) {
+            return (view.local_ms, Source::Own);
+        }
+        let at = shift(view.local_ms, median);
+        return (
+            at,
+            Source::Majority {
+                leader_off_ms: -median,
+            },
+        );
+    }
+    let Some(anchor) = view.anchor_ms else {
+        return (view.local_ms, Source::Own);
+    };
+    let bound = u64::try_from(ANCHOR_BOUND.as_millis()).unwrap_or(u64::MAX);
+    let at = view
+        .local_ms
+        .clamp(anchor.saturating_sub(bound), anchor.saturating_add(bound));
+    let clamped_by_ms = i64::try_from(i128::from(view.local_ms) - i128::from(at)).unwrap_or(0);
+    if clamped_by_ms == 0 {
+        (at, Source::Own)
+    } else {
+        (at, Source::Anchored { clamped_by_ms })
+    }
+}
+
+fn shift(ms: u64, by: i64) -> u64 {
+    if by >= 0 {
+        ms.saturating_add(by.unsigned_abs())
+    } else {
+        ms.saturating_sub(by.unsigned_abs())
+    }
+}
+
+/// The stamping clock of one controller: reads its replica's term, state
+/// time and voters, and the offsets the clock watch measured.
+#[derive(Clone, Default)]
+pub struct ClusterClock {
+    replica: Arc<OnceLock<Weak<Replica>>>,
+    offsets: ClockOffsets,
+    anchor: Arc<Mutex<Option<Anchor>>>,
+    /// When it last logged a stamp that was not its own clock.
+    said: Arc<Mutex<Option<Instant>>>,
+}
+
+/// The replicated time a term began with.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    term: u64,
+    state_ms: u64,
+    at: Instant,
+}
+
+/// How often a leader whose clock is overruled says so.
+const SAY_EVERY: Duration = Duration::from_secs(30);
+
+impl ClusterClock {
+    /// A clock reading the offsets `offsets` holds.
+    pub fn new(offsets: ClockOffsets) -> Self {
+        ClusterClock {
+            offsets,
+            ..ClusterClock::default()
+        }
+    }
+
+    /// Gives the clock its replica (once it started).
+    pub fn attach(&self, replica: &Arc<Replica>) {
+        let _ = self.replica.set(Arc::downgrade(replica));
+    }
+
+    /// The time to stamp now.
+    pub fn now(&self) -> Timestamp {
+        let local_ms = clock::now().as_ms();
+        let Some(replica) = self.replica.get().and_then(Weak::upgrade) else {
+            return Timestamp(local_ms);
+        };
+        let voters: Vec<_> = replica
+            .members()
+            .into_iter()
+            .filter(|m| m.voter && m.id != replica.id())
+            .collect();
+        let peer_offsets_ms = voters
+            .iter()
+            .filter_map(|m| self.offsets.of(m.id))
+            .collect();
+        let view = ClockView {
+            local_ms,
+            peer_offsets_ms,
+            voters: voters.len() + 1,
+            anchor_ms: self.anchor_now(&replica),
+        };
+        let (at, source) = stamp_time(&view);
+        if source != Source::Own {
+            self.say(source);
+        }
+        Timestamp(at)
+    }
+
+    /// The term's anchor moved on to now (taken at the term's first stamp).
+    fn anchor_now(&self, replica: &Replica) -> Option<u64> {
+        let term = replica.leadership().borrow().term;
+        let mut anchor = self.anchor.lock().unwrap_or_else(|p| p.into_inner());
+        if anchor.is_none_or(|a| a.term != term) {
+            let state_ms = replica.read_local(|s| s.clock().as_ms()).ok()?;
+            *anchor = Some(Anchor {
+                term,
+                state_ms,
+                at: Instant::now(),
+            });
+        }
+        let a = (*anchor)?;
+        let moved = u64::try_from(a.at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // A cluster that never stamped (time 0) has no anchor.
+        (a.state_ms > 0).then(|| a.state_ms.saturating_add(moved))
+    }
+
+    fn say(&self, source: Source) {
+        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        if said.is_some_and(|at| at.elapsed() < SAY_EVERY) {
+            return;
+        }
+        *said = Some(Instant::now());
+        match source {
+            Source::Majority { leader_off_ms } => tracing::warn!(
+                leader_off_ms,
+                "this leader's clock is {:.1} s {} a majority of the controllers' clocks: it stamps their time, not its own; fix its time synchronisation",
+                leader_off_ms.unsigned_abs() as f64 / 1000.0,
+                if leader_off_ms > 0 {
+                    "ahead of"
+                } else {
+                    "behind"
+                }
+            ),
+            Source::Anchored { clamped_by_ms } => tracing::warn!(
+                clamped_by_ms,
+                "this leader's clock is {:.1} s {} the cluster's time and no majority of clocks is known to agree with it: its stamps are held within {} s of the cluster's time",
+                clamped_by_ms.unsigned_abs() as f64 / 1000.0,
+                if clamped_by_ms > 0 {
+                    "ahead of"
+                } else {
+                    "behind"
+                },
+                ANCHOR_BOUND.as_secs()
+            ),
+            Source::Own => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HOUR: i64 = 3_600_000;
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn view(peers: &[i64], voters: usize, anchor: Option<u64>) -> ClockView {
+        ClockView {
+            local_ms: NOW,
+            peer_offsets_ms: peers.to_vec(),
+            voters,
+            anchor_ms: anchor,
+        }
+    }
+
+    #[test]
+    fn a_leader_that_agrees_with_a_majority_stamps_its_own_clock() {
+        assert_eq!(stamp_time(&view(&[30, -20], 3, None)), (NOW, Source::Own));
+        // A follower an hour off is outvoted.
+        assert_eq!(stamp_time(&view(&[HOUR, 5], 3, None)), (NOW, Source::Own));
+        assert_eq!(stamp_time(&view(&[-HOUR], 3, None)).1, Source::Own);
+    }
+
+    #[test]
+    fn a_leader_an_hour_off_stamps_the_majoritys_time() {
+        // Fast: the followers read an hour behind it.
+        let (at, source) = stamp_time(&view(&[-HOUR, -HOUR + 40], 3, None));
+        assert_eq!(at, NOW - HOUR as u64);
+        assert_eq!(
+            source,
+            Source::Majority {
+                leader_off_ms: HOUR
+            }
+        );
+        // Slow.
+        let (at, _) = stamp_time(&view(&[HOUR, HOUR + 10, HOUR - 10, 7], 5, None));
+        assert_eq!(at, NOW + HOUR as u64);
+    }
+
+    #[test]
+    fn without_an_agreeing_majority_the_anchor_bounds_the_stamp() {
+        let bound = ANCHOR_BOUND.as_millis() as u64;
+        // One follower known, and it disagrees: which is right is unknown.
+        let anchor = NOW - HOUR as u64;
+        let (at, source) = stamp_time(&view(&[-HOUR], 3, Some(anchor)));
+        assert_eq!(at, anchor + bound);
+        assert!(matches!(source, Source::Anchored { .. }));
+        // No offsets yet at the start of a term.
+        let (at, _) = stamp_time(&view(&[], 3, Some(NOW + HOUR as u64)));
+        assert_eq!(at, NOW + HOUR as u64 - bound);
+        // Near the anchor, the own clock.
+        assert_eq!(
+            stamp_time(&view(&[], 3, Some(NOW - 2_000))),
+            (NOW, Source::Own)
+        );
+        // A single controller agrees with itself.
+        assert_eq!(
+            stamp_time(&view(&[], 1, Some(NOW + HOUR as u64))),
+            (NOW, Source::Own)
+        );
+    }
+
+    proptest! {
+        /// Whatever the offsets: a stamp is a clock a majority agrees with,
+        /// or within the bound of the anchor, or (no anchor) the own clock.
+        #[test]
+        fn a_stamp_is_a_majoritys_time_or_near_the_anchor(
+            peers in proptest::collection::vec(-2 * HOUR..2 * HOUR, 0..5),
+            extra in 0usize..2,
+            anchor_off in -2 * HOUR..2 * HOUR,
+        ) {
+            let voters = peers.len() + 1 + extra;
+            let anchor = shift(NOW, anchor_off);
+            let (at, source) = stamp_time(&view(&peers, voters, Some(anchor)));
+            let bound = ANCHOR_BOUND.as_millis() as u64;
+            match source {
+                Source::Majority { leader_off_ms } => {
+                    // Every clock of the majority is within AGREE_WITHIN
+                    // of the stamp, and the leader's is not among them.
+                    let agreeing = peers
+                        .iter()
+                        .filter(|o| (**o + leader_off_ms).abs() <= AGREE_WITHIN.as_millis() as i64)
+                        .count();
+                    prop_assert!(agreeing > voters / 2);
+                    prop_assert_eq!(at, shift(NOW, -leader_off_ms));
+                }
+                Source::Anchored { .. } => {
+                    prop_assert!(at.abs_diff(anchor) <= bound);
+                }
+                Source::Own => prop_assert_eq!(at, NOW),
+            }
+        }
+    }
+}
