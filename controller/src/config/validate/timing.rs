@@ -88,7 +88,8 @@ fn mail_program(text: Option<&str>) -> Checked<Option<std::path::PathBuf>> {
 
 /// Liveness: a lease spans at least four heartbeats: an agent looks for a
 /// new leader after two unacknowledged ones and must reattach before its
-/// lease runs out, or a leader change would fence it.
+/// lease runs out, or a leader change would fence it; the down margin is at
+/// least [`MIN_DOWN_MARGIN_MS`].
 pub(crate) fn liveness(section: &LivenessSection) -> Checked<LivenessSettings> {
     let heartbeat = positive("liveness.agent_heartbeat_ms", section.agent_heartbeat_ms)?;
     if section.agent_lease_ms < heartbeat.saturating_mul(4) {
@@ -101,12 +102,26 @@ pub(crate) fn liveness(section: &LivenessSection) -> Checked<LivenessSettings> {
             ),
         ));
     }
+    if section.down_margin_ms < MIN_DOWN_MARGIN_MS {
+        return Err(Refusal::new(
+            "liveness.down_margin_ms",
+            format!(
+                "{} ms is too short: a node's jobs are run elsewhere this long after its lease ran out, and a hung agent's watchdog kills them up to 1 s after the lease, so a shorter margin could run a job in two places; give at least {MIN_DOWN_MARGIN_MS} ms",
+                section.down_margin_ms
+            ),
+        ));
+    }
     Ok(LivenessSettings {
         agent_heartbeat_ms: heartbeat,
         agent_lease_ms: section.agent_lease_ms,
         down_margin_ms: section.down_margin_ms,
     })
 }
+
+/// The shortest down margin: the agent's fencing watchdog kills a hung
+/// agent's jobs up to one second after its lease (`corral_agent::fence_watch::
+/// HUNG_GRACE`), and SIGKILLed processes take a moment to be gone.
+pub const MIN_DOWN_MARGIN_MS: u64 = 2_000;
 
 #[cfg(test)]
 mod tests {
@@ -125,6 +140,22 @@ mod tests {
         );
         assert!(leader(&LeaderSection::default()).is_ok());
         assert!(liveness(&LivenessSection::default()).is_ok());
+    }
+
+    #[test]
+    fn a_down_margin_under_two_seconds_is_refused() {
+        let margin = |ms| {
+            liveness(&LivenessSection {
+                down_margin_ms: ms,
+                ..LivenessSection::default()
+            })
+        };
+        for short in [0, 1, 999, 1_999] {
+            let refusal = margin(short).unwrap_err();
+            assert_eq!(refusal.key, "liveness.down_margin_ms");
+            assert!(refusal.reason.contains("two places"), "{}", refusal.reason);
+        }
+        assert!(margin(MIN_DOWN_MARGIN_MS).is_ok());
     }
 
     #[test]
