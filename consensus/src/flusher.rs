@@ -8,16 +8,21 @@
 //! buffered) never holds up the log's appends. Snapshots are files of their
 //! own, made durable by the state machine (`crate::snapshot_file`).
 //!
+//! A sync that a stalled disk holds up is said while it waits, once a second
+//! past [`STALLED_AFTER`] ([`StallWatch`], a thread beside each sync thread
+//! that sleeps until a sync starts or its time is up), not only when it ends:
+//! at 3 a.m. "the disk has held up writes for 6 s" is news, "it did" is history.
+//!
 //! The `fdatasync` of sled's file is ours because sled 0.34 on Linux makes its
 //! writes "stable" with `sync_file_range` only: that survives a killed process
 //! but neither flushes the drive's write cache nor records the file's new
 //! length, so a power cut could lose what it wrote past the old end of the file.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use openraft::storage::LogFlushed;
 use tokio::sync::oneshot;
@@ -30,7 +35,7 @@ const SLED_DATA_FILE: &str = "db";
 
 /// A sync this slow is logged: it holds up every write waiting on it, and one
 /// as long as a heartbeat interval delays Raft's answers into timeouts.
-const SLOW_SYNC: std::time::Duration = std::time::Duration::from_millis(20);
+const SLOW_SYNC: Duration = Duration::from_millis(20);
 
 /// Something waiting for a sync.
 enum Waiter {
@@ -54,9 +59,92 @@ pub struct FlushStats {
 }
 
 /// One thread that runs `sync` for whoever waits, many at a time.
+/// A sync running this long is said to be waiting for the disk, and again
+/// every [`STALLED_AFTER`] while it waits.
+const STALLED_AFTER: Duration = Duration::from_secs(1);
+
+/// The sync in progress, watched by a thread of its own.
+#[derive(Default)]
+struct StallWatch {
+    state: Mutex<SyncInProgress>,
+    changed: Condvar,
+    /// How many times a stall was said.
+    said: AtomicU64,
+}
+
+#[derive(Default)]
+struct SyncInProgress {
+    /// When the running sync began (none running: `None`).
+    since: Option<Instant>,
+    /// Counts syncs, so the watcher knows one ended and another began.
+    number: u64,
+    /// The sync thread stopped.
+    stopped: bool,
+}
+
+impl StallWatch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SyncInProgress> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn begin(&self) {
+        let mut state = self.lock();
+        state.since = Some(Instant::now());
+        state.number += 1;
+        self.changed.notify_all();
+    }
+
+    fn end(&self) {
+        self.lock().since = None;
+        self.changed.notify_all();
+    }
+
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until a sync begins; while one runs past [`STALLED_AFTER`],
+    /// says so every [`STALLED_AFTER`]; returns when the sync thread stopped.
+    fn watch(&self, name: &str) {
+        let mut state = self.lock();
+        loop {
+            while state.since.is_none() && !state.stopped {
+                state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            if state.stopped {
+                return;
+            }
+            let (number, since) = (state.number, state.since.unwrap_or_else(Instant::now));
+            let mut due = since + STALLED_AFTER;
+            while state.number == number && state.since.is_some() && !state.stopped {
+                let now = Instant::now();
+                if now >= due {
+                    tracing::warn!(
+                        thread = name,
+                        waited_ms = since.elapsed().as_millis() as u64,
+                        "slow sync: the disk has held up writes for {:.1} s and still does",
+                        since.elapsed().as_secs_f64()
+                    );
+                    self.said.fetch_add(1, Ordering::Relaxed);
+                    due += STALLED_AFTER;
+                    continue;
+                }
+                state = self
+                    .changed
+                    .wait_timeout(state, due - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
 struct SyncThread {
     sender: Option<mpsc::Sender<Waiter>>,
     thread: Option<JoinHandle<()>>,
+    watch: Arc<StallWatch>,
+    watcher: Option<JoinHandle<()>>,
     stats: Arc<FlushStats>,
 }
 
@@ -68,12 +156,21 @@ impl SyncThread {
         let (sender, receiver) = mpsc::channel::<Waiter>();
         let stats = Arc::new(FlushStats::default());
         let thread_stats = Arc::clone(&stats);
+        let watch = Arc::new(StallWatch::default());
+        let thread_watch = Arc::clone(&watch);
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || run(&sync, &receiver, &thread_stats))?;
+            .spawn(move || run(&sync, &receiver, &thread_stats, &thread_watch))?;
+        let watcher_watch = Arc::clone(&watch);
+        let watched = name.to_string();
+        let watcher = std::thread::Builder::new()
+            .name(format!("{name}-watch"))
+            .spawn(move || watcher_watch.watch(&watched))?;
         Ok(SyncThread {
             sender: Some(sender),
             thread: Some(thread),
+            watch,
+            watcher: Some(watcher),
             stats,
         })
     }
@@ -100,6 +197,10 @@ impl SyncThread {
         self.sender.take();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        self.watch.stop();
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
         }
     }
 }
@@ -194,12 +295,15 @@ fn run(
     sync: &dyn Fn() -> Result<(), String>,
     receiver: &mpsc::Receiver<Waiter>,
     stats: &FlushStats,
+    watch: &StallWatch,
 ) {
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter());
-        let started = std::time::Instant::now();
+        let started = Instant::now();
+        watch.begin();
         let result = sync();
+        watch.end();
         let took = started.elapsed();
         if took >= SLOW_SYNC {
             tracing::warn!(
@@ -256,6 +360,31 @@ fn answer(waiter: Waiter, result: Result<(), String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sync held up past a second is said while it waits, once a second,
+    /// and no more once it ended; the watcher stops with its sync thread.
+    #[test]
+    fn a_stalled_sync_is_said_while_it_waits() {
+        let watch = Arc::new(StallWatch::default());
+        let watcher = {
+            let watch = Arc::clone(&watch);
+            std::thread::spawn(move || watch.watch("test-sync"))
+        };
+        watch.begin();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while watch.said.load(Ordering::Relaxed) < 2 {
+            assert!(Instant::now() < deadline, "the stall was never said");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        watch.end();
+        let said = watch.said.load(Ordering::Relaxed);
+        // A short sync is not a stall.
+        watch.begin();
+        watch.end();
+        watch.stop();
+        watcher.join().expect("the watcher stops");
+        assert!(watch.said.load(Ordering::Relaxed) <= said + 1);
+    }
 
     #[tokio::test]
     async fn a_flush_syncs_sleds_data_file_and_counts_it() {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use corral_consensus::{Replica, ReplicaId};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::clock;
 
@@ -22,21 +23,49 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(10);
 /// Offsets beyond this are logged as warnings and flagged in `corral cluster`.
 pub const WARN_BEYOND: Duration = Duration::from_secs(1);
 
-/// Each follower's clock minus the leader's, ms (known on the leader only).
+/// Readings older than this are not used to bound the leader's stamps.
+pub const READING_LIFETIME: Duration = Duration::from_secs(30);
+
+/// Each follower's clock as the leader last read it (known on the leader only).
 #[derive(Debug, Clone, Default)]
 pub struct ClockOffsets {
-    inner: Arc<Mutex<BTreeMap<ReplicaId, i64>>>,
+    inner: Arc<Mutex<BTreeMap<ReplicaId, Reading>>>,
+}
+
+/// One reading of a follower's clock.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    /// Its clock minus the leader's at the reading, ms.
+    offset_ms: i64,
+    /// What its clock read, ms.
+    remote_ms: u64,
+    /// When, on the leader's monotonic clock (the round trip's middle).
+    at: Instant,
 }
 
 impl ClockOffsets {
     /// The offset of replica `id`'s clock, when known.
     pub fn of(&self, id: ReplicaId) -> Option<i64> {
-        self.inner.lock().ok()?.get(&id).copied()
+        Some(self.inner.lock().ok()?.get(&id)?.offset_ms)
     }
 
-    fn set(&self, offsets: BTreeMap<ReplicaId, i64>) {
+    /// Replica `id`'s clock now, ms: its last reading moved on by the
+    /// leader's monotonic clock, so a step of the leader's own wall clock
+    /// since does not move it (`None` when unknown or older than
+    /// [`READING_LIFETIME`]).
+    pub fn clock_now(&self, id: ReplicaId) -> Option<u64> {
+        let reading = *self.inner.lock().ok()?.get(&id)?;
+        let age = reading.at.elapsed();
+        (age <= READING_LIFETIME).then(|| {
+            reading
+                .remote_ms
+                .saturating_add(u64::try_from(age.as_millis()).unwrap_or(u64::MAX))
+        })
+    }
+
+    fn set(&self, readings: BTreeMap<ReplicaId, Reading>) {
         if let Ok(mut inner) = self.inner.lock() {
-            *inner = offsets;
+            *inner = readings;
         }
     }
 }
@@ -61,11 +90,12 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
                 if member.id == replica.id() {
                     continue;
                 }
-                let sent = clock::now().as_ms();
+                let (sent, sent_at) = (clock::now().as_ms(), Instant::now());
                 let Ok(metrics) = replica.peer_metrics(member.id).await else {
                     continue;
                 };
                 let offset = offset_ms(sent, metrics.clock_ms, clock::now().as_ms());
+                let middle = sent_at + sent_at.elapsed() / 2;
                 let far = offset.unsigned_abs() > WARN_BEYOND.as_millis() as u64;
                 if far {
                     tracing::warn!(
@@ -85,7 +115,14 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
                     );
                 }
                 warned.insert(member.id, far);
-                found.insert(member.id, offset);
+                found.insert(
+                    member.id,
+                    Reading {
+                        offset_ms: offset,
+                        remote_ms: metrics.clock_ms,
+                        at: middle,
+                    },
+                );
             }
             offsets.set(found);
         } else {
@@ -104,6 +141,38 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reading moves on with the monotonic clock, not with the leader's
+    /// wall clock: were the leader's clock stepped an hour after it, the
+    /// peer's clock would still read the true time.
+    #[test]
+    fn a_reading_moves_on_by_the_monotonic_clock_and_expires() {
+        let offsets = ClockOffsets::default();
+        let two_s_ago = Instant::now() - Duration::from_secs(2);
+        offsets.set(BTreeMap::from([
+            (
+                2,
+                Reading {
+                    offset_ms: 5,
+                    remote_ms: 1_000_000,
+                    at: two_s_ago,
+                },
+            ),
+            (
+                3,
+                Reading {
+                    offset_ms: 0,
+                    remote_ms: 1_000_000,
+                    at: Instant::now() - READING_LIFETIME - Duration::from_secs(1),
+                },
+            ),
+        ]));
+        let now = offsets.clock_now(2).expect("fresh");
+        assert!((1_002_000..1_003_000).contains(&now), "{now}");
+        assert_eq!(offsets.of(2), Some(5));
+        assert_eq!(offsets.clock_now(3), None, "expired");
+        assert_eq!(offsets.clock_now(4), None, "unknown");
+    }
 
     #[test]
     fn the_remote_reading_is_placed_in_the_middle_of_the_round_trip() {

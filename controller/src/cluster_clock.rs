@@ -5,9 +5,11 @@
 //! slow would stop time for an hour.
 //!
 //! Two references bound it:
-//! - **The voters' clocks.** The leader measures its followers' offsets
+//! - **The voters' clocks.** The leader reads its followers' clocks
 //!   ([`crate::clock_skew`]: at once when it starts to lead, then every
-//!   [`crate::clock_skew::LOOK_EVERY`]). When a majority of the voters' clocks
+//!   [`crate::clock_skew::LOOK_EVERY`]) and moves each reading on by its own
+//!   monotonic clock, so a step of its wall clock between readings shows at
+//!   once. When a majority of the voters' clocks
 //!   (its own among them) agree within [`AGREE_WITHIN`], the leader stamps their
 //!   median: a leader whose clock is off is outvoted, and says so.
 //! - **The replicated time.** Until offsets are known (the first moments of a
@@ -170,9 +172,12 @@ impl ClusterClock {
             .into_iter()
             .filter(|m| m.voter && m.id != replica.id())
             .collect();
+        // Each peer's clock now (its reading moved on by the monotonic clock)
+        // against this one now: a step of this clock since the readings shows.
         let peer_offsets_ms = voters
             .iter()
-            .filter_map(|m| self.offsets.of(m.id))
+            .filter_map(|m| self.offsets.clock_now(m.id))
+            .map(|peer| i64::try_from(i128::from(peer) - i128::from(local_ms)).unwrap_or(0))
             .collect();
         let view = ClockView {
             local_ms,

@@ -171,11 +171,13 @@ fn kill_all(agent_id: &str) -> ExitCode {
     let mut targets: Vec<i32> = agent_processes(agent_id).iter().map(|p| p.pid).collect();
     targets.extend(in_cgroups());
     loop {
+        // Everything in the attempts' cgroups is theirs (what was forked
+        // since too); of the rest, only the processes of then.
         let mut left: Vec<i32> = agent_processes(agent_id)
             .into_iter()
             .map(|process| process.pid)
-            .chain(in_cgroups())
             .filter(|pid| targets.contains(pid))
+            .chain(in_cgroups())
             .collect();
         left.sort_unstable();
         left.dedup();

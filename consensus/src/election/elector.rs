@@ -95,10 +95,11 @@ pub async fn run(
         // soon as a majority grants.
         let within = timing.lease + timing.timeout_max;
         let granted = ask_voters(id, &network, &judge, &standing, within).await;
-        if judge.end_round(began) {
+        if judge.gave_way_since(began) {
+            judge.round_over();
             tracing::info!(
                 term = standing.term + 1,
-                "another candidate with a lower id asked while this replica did: it goes first"
+                "another candidate (a lower id, or a longer log) asked while this replica did: it goes first"
             );
             continue;
         }
@@ -111,8 +112,12 @@ pub async fn run(
                 move |st| *st.vote_ref() == vote
             })
             .await;
-        let Ok(unchanged) = unchanged else { return };
+        let Ok(unchanged) = unchanged else {
+            judge.round_over();
+            return;
+        };
         if !unchanged {
+            judge.round_over();
             continue;
         }
         if ballot::majority_of_each(&standing.voter_sets, &granted) {
@@ -122,10 +127,15 @@ pub async fn run(
                 "no leader heard for over {} ms and a majority would vote for this replica: standing for election",
                 timing.lease.as_millis()
             );
-            if raft.trigger().elect().await.is_err() {
+            // The round stays open (higher ids refused) until openraft's
+            // vote for itself speaks for it.
+            let elected = raft.trigger().elect().await;
+            judge.round_over();
+            if elected.is_err() {
                 return;
             }
         } else {
+            judge.round_over();
             tracing::info!(
                 term = standing.term + 1,
                 granted = ?granted,
@@ -201,11 +211,19 @@ async fn ask_voters(
             (peer, reply)
         });
     }
+    let mut waiting: BTreeSet<ReplicaId> = standing.peers.keys().copied().collect();
     while !ballot::majority_of_each(&standing.voter_sets, &granted) {
+        // Over as soon as the answers still out cannot make a majority (a
+        // peer that is gone would hold the round to its deadline).
+        let could: BTreeSet<ReplicaId> = granted.union(&waiting).copied().collect();
+        if !ballot::majority_of_each(&standing.voter_sets, &could) {
+            break;
+        }
         let Some(joined) = asks.join_next().await else {
             break;
         };
         let Ok((peer, reply)) = joined else { continue };
+        waiting.remove(&peer);
         match reply {
             Ok(bytes) => match codec::decode::<PreVoteAnswer>(&bytes) {
                 Ok(answer) if answer.granted() => {

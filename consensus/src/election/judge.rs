@@ -1,10 +1,12 @@
 //! The asked side of a pre-vote: reads what this replica knows from its Raft
 //! state and log, and decides with [`super::pre_vote::decide`]. It also keeps
-//! this replica's own contest, shared with its [`super::elector`]: whether it
-//! is asking for pre-votes now, and when it last granted another candidate's
-//! (the elector then waits a whole timeout before it asks itself, and gives
-//! up a round during which it granted one), so that two voters never both
-//! collect a majority for the same term.
+//! this replica's own commitments, shared with its [`super::elector`]: whether
+//! it is asking for pre-votes now, and which candidate it last said it would
+//! vote for (a promise that binds for a lease against any candidate whose log
+//! is no longer; the elector then waits a whole timeout before it asks itself,
+//! and gives up a round during which it promised), so that two voters do not
+//! both collect a majority for the same term, unless the later one's log is
+//! longer.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,9 +16,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::STEPPED_DOWN_PROBE;
-use super::pre_vote::{self, Contending, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
+use super::pre_vote::{self, Contest, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
 use crate::log_store::LogStore;
-use crate::types::{Raft, ReplicaId};
+use crate::types::{LogId, Raft, ReplicaId};
 
 /// Answers pre-votes for one replica.
 #[derive(Clone)]
@@ -30,16 +32,17 @@ pub struct Judge {
     /// When it last probed for a pre-vote it refused.
     probed: Arc<Mutex<Option<Instant>>>,
     /// Its own contest for the next term.
-    contest: Arc<Mutex<Contest>>,
+    contest: Arc<Mutex<Commitments>>,
 }
 
-/// This replica's own contest for the next term.
+/// This replica's own commitments for the next term.
 #[derive(Debug, Default)]
-struct Contest {
-    /// Its pre-vote round in progress, since when.
-    asking_since: Option<Instant>,
-    /// When it last granted another candidate's pre-vote.
-    granted_other_at: Option<Instant>,
+struct Commitments {
+    /// Its pre-vote round in progress (until it stood or gave up).
+    asking: bool,
+    /// The last other candidate it said it would vote for: who, whose log
+    /// ended where, and when.
+    promised: Option<(ReplicaId, Option<LogId>, Instant)>,
 }
 
 /// Why a pre-vote could not be judged: this replica's Raft stopped or its log
@@ -69,13 +72,13 @@ impl Judge {
         }
     }
 
-    fn contest(&self) -> std::sync::MutexGuard<'_, Contest> {
+    fn contest(&self) -> std::sync::MutexGuard<'_, Commitments> {
         self.contest.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// When this replica last granted another candidate's pre-vote.
     pub fn granted_other_at(&self) -> Option<Instant> {
-        self.contest().granted_other_at
+        self.contest().promised.map(|(_, _, at)| at)
     }
 
     /// Starts this replica's own pre-vote round, unless it granted another
@@ -83,19 +86,26 @@ impl Judge {
     /// goes first.
     pub fn begin_round(&self, due_seen: Instant) -> bool {
         let mut contest = self.contest();
-        if contest.granted_other_at.is_some_and(|at| at >= due_seen) {
+        if contest.promised.is_some_and(|(_, _, at)| at >= due_seen) {
             return false;
         }
-        contest.asking_since = Some(Instant::now());
+        contest.asking = true;
         true
     }
 
-    /// Ends the round begun at `began`; true when this replica granted
-    /// another candidate meanwhile (a lower id), which then goes first.
-    pub fn end_round(&self, began: Instant) -> bool {
-        let mut contest = self.contest();
-        contest.asking_since = None;
-        contest.granted_other_at.is_some_and(|at| at >= began)
+    /// True when this replica granted another candidate since `began` (a
+    /// lower id, or a longer log), which then goes first. The round stays
+    /// open (it still refuses higher ids) until [`Judge::round_over`].
+    pub fn gave_way_since(&self, began: Instant) -> bool {
+        self.contest()
+            .promised
+            .is_some_and(|(_, _, at)| at >= began)
+    }
+
+    /// Closes this replica's round: it stood (and openraft's vote now
+    /// speaks for it) or gave up.
+    pub fn round_over(&self) {
+        self.contest().asking = false;
     }
 
     /// What this replica knows now.
@@ -132,10 +142,9 @@ impl Judge {
             last_log_id,
             leader_alive,
             id,
-            contending: if standing {
-                Contending::Standing
-            } else {
-                Contending::No
+            contest: Contest {
+                standing,
+                ..Contest::default()
             },
         })
     }
@@ -149,12 +158,15 @@ impl Judge {
         let mut view = self.view().await?;
         let answer = {
             let mut contest = self.contest();
-            if view.contending == Contending::No && contest.asking_since.is_some() {
-                view.contending = Contending::Asking;
-            }
+            view.contest.asking = contest.asking;
+            // A promise binds for a lease, as a leader's message would.
+            view.contest.promised = contest
+                .promised
+                .filter(|(_, _, at)| at.elapsed() <= self.lease)
+                .map(|(candidate, log, _)| (candidate, log));
             let answer = pre_vote::decide(request, &view);
             if answer.granted() && request.candidate != self.id {
-                contest.granted_other_at = Some(Instant::now());
+                contest.promised = Some((request.candidate, request.last_log_id, Instant::now()));
             }
             answer
         };

@@ -40,9 +40,11 @@ pub enum Refusal {
     LeaderAlive,
     /// The candidate's log ends before its own.
     LogBehind,
-    /// It contends itself: it stood for election moments ago, or asks for
-    /// pre-votes now and the candidate's id is higher (the lower id wins a
-    /// tie, so two replicas that time out together do not split the vote).
+    /// The candidate's log is no longer than its own and it is committed to
+    /// another contender: it stood for election moments ago, or said it
+    /// would vote for another candidate moments ago, or asks for pre-votes
+    /// itself and the candidate's id is higher (the lower id wins a tie, so
+    /// two replicas that time out together do not split the vote).
     Contending,
 }
 
@@ -69,19 +71,20 @@ pub struct VoterView {
     pub leader_alive: bool,
     /// Its own id.
     pub id: ReplicaId,
-    /// How it contends itself for the next term.
-    pub contending: Contending,
+    /// How it is committed for the next term.
+    pub contest: Contest,
 }
 
-/// How the asked replica contends for the next term itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Contending {
-    /// It does not.
-    No,
-    /// It is asking for pre-votes now.
-    Asking,
+/// How the asked replica is committed for the next term.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Contest {
     /// It stood for election within the leader lease and votes for itself.
-    Standing,
+    pub standing: bool,
+    /// It is asking for pre-votes itself now.
+    pub asking: bool,
+    /// It said, within the leader lease, that it would vote for this
+    /// candidate, whose log ended there.
+    pub promised: Option<(ReplicaId, Option<LogId>)>,
 }
 
 /// Decides a pre-vote (Raft thesis §9.6): granted when no live leader is
@@ -98,19 +101,28 @@ pub enum Contending {
 ///
 /// Two voters whose leader died time out together (they heard it last at the
 /// same moment); each granting the other's pre-vote would make both stand and
-/// split the real vote, the term growing once per split. So a replica that
-/// stood moments ago refuses every other candidate, and one asking for
-/// pre-votes itself refuses higher ids (and gives up its own round when it
-/// grants a lower one: [`super::judge`]).
+/// split the real vote, the term growing once per split. So, unless the
+/// candidate's log is longer than its own (and than the log of the one it
+/// promised), a replica refuses every candidate but itself while it stood
+/// moments ago, every candidate but the one it promised moments ago, and,
+/// while it asks itself, every higher id (it gives up its own round when it
+/// grants another: [`super::judge`]). A longer log always gets through: the
+/// replica that holds it is the only one that can win the real vote, so no
+/// rule may keep it waiting.
 pub fn decide(request: &PreVoteRequest, view: &VoterView) -> PreVoteAnswer {
     let other = request.candidate != view.id;
+    let longer = request.last_log_id > view.last_log_id;
+    let contest = &view.contest;
+    let promised_other = contest.promised.is_some_and(|(promised, promised_log)| {
+        promised != request.candidate && request.last_log_id <= promised_log
+    });
     let refusal = if view.leader_alive {
         Some(Refusal::LeaderAlive)
     } else if request.last_log_id < view.last_log_id {
         Some(Refusal::LogBehind)
     } else if other
-        && (view.contending == Contending::Standing
-            || (view.contending == Contending::Asking && request.candidate > view.id))
+        && (promised_other
+            || (!longer && (contest.standing || (contest.asking && request.candidate > view.id))))
     {
         Some(Refusal::Contending)
     } else {
@@ -138,7 +150,7 @@ mod tests {
             last_log_id: last,
             leader_alive,
             id: 9,
-            contending: Contending::No,
+            contest: Contest::default(),
         }
     }
 
@@ -205,7 +217,10 @@ mod tests {
         let last = Some(log_id(4, 1, 10));
         let asking = VoterView {
             id: 2,
-            contending: Contending::Asking,
+            contest: Contest {
+                asking: true,
+                ..Contest::default()
+            },
             ..view(4, last, false)
         };
         assert!(decide(&ask(1, 5, last), &asking).granted());
@@ -216,7 +231,10 @@ mod tests {
         // Its own question is judged like anyone's.
         assert!(decide(&ask(2, 5, last), &asking).granted());
         let standing = VoterView {
-            contending: Contending::Standing,
+            contest: Contest {
+                standing: true,
+                ..Contest::default()
+            },
             ..asking
         };
         assert_eq!(
@@ -224,6 +242,65 @@ mod tests {
             Some(Refusal::Contending)
         );
         assert!(decide(&ask(2, 5, last), &standing).granted());
+    }
+
+    /// The review's stall: 1 (the leader) is gone, 2's log is shorter than
+    /// 3's. 3 must get 2's pre-vote while 2 asks for its own, or neither
+    /// ever stands (3 refuses 2 for its log, 2 would refuse 3 for its id).
+    #[test]
+    fn a_longer_log_gets_through_every_contest() {
+        let short = Some(log_id(4, 1, 10));
+        let long = Some(log_id(4, 1, 12));
+        let two = |contest| VoterView {
+            id: 2,
+            contest,
+            ..view(4, short, false)
+        };
+        for contest in [
+            Contest {
+                asking: true,
+                ..Contest::default()
+            },
+            Contest {
+                standing: true,
+                ..Contest::default()
+            },
+            Contest {
+                promised: Some((4, short)),
+                ..Contest::default()
+            },
+        ] {
+            assert!(
+                decide(&ask(3, 5, long), &two(contest)).granted(),
+                "{contest:?}"
+            );
+            assert_eq!(
+                decide(&ask(3, 5, short), &two(contest)).refusal,
+                Some(Refusal::Contending),
+                "{contest:?}"
+            );
+        }
+    }
+
+    /// Five voters: 4 promised 2; 3, with a log no longer than 2's, asks 4
+    /// next and is refused, so 2 and 3 never both hold a majority.
+    #[test]
+    fn a_promise_holds_against_a_log_no_longer_than_the_promised_ones() {
+        let last = Some(log_id(4, 1, 10));
+        let four = VoterView {
+            id: 4,
+            contest: Contest {
+                promised: Some((2, last)),
+                ..Contest::default()
+            },
+            ..view(4, last, false)
+        };
+        assert_eq!(
+            decide(&ask(3, 5, last), &four).refusal,
+            Some(Refusal::Contending)
+        );
+        assert!(decide(&ask(2, 5, last), &four).granted(), "asked again");
+        assert!(decide(&ask(3, 5, Some(log_id(4, 1, 11))), &four).granted());
     }
 
     proptest! {

@@ -166,7 +166,7 @@ async fn send(program: &PathBuf, mail: &Mail) {
         Err(e) => {
             tracing::warn!(
                 subject = %mail.subject,
-                "not mailed: {e} (the job was accepted by a build that did not check its --mail-user)"
+                "not mailed: {e} (the recipient is the job's --mail-user, or its user's name; a job an older build accepted may name anything)"
             );
             return;
         }

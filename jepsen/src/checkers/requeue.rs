@@ -119,7 +119,11 @@ pub fn check(history: &History) -> Verdict {
                     // preemption notice: an end in the grace is requeued.
                     let preempted = before.cause.as_deref() == Some("Preempted")
                         && in_grace(history, &view, (job.job, before.number), *t);
-                    (!unheard && !preempted).then_some(*t)
+                    // And when the cluster had already ended the attempt
+                    // (a node of it lost, say) before the script exited:
+                    // the exit answered the attempt's kill.
+                    let after_its_end = before.end.is_some_and(|end| *t >= end);
+                    (!unheard && !preempted && !after_its_end).then_some(*t)
                 });
             if let Some(t) = clean_exit {
                 verdict.violation(
@@ -242,6 +246,28 @@ mod tests {
                     status: 0,
                 },
             )
+    }
+
+    /// Seen in a soak: the other node of a two-node attempt was declared
+    /// down at 113,353 ms; the batch script, killed for it, exited 0 six ms
+    /// later. The requeue was right.
+    #[test]
+    fn a_clean_exit_after_the_cluster_ended_the_attempt_answers_its_kill() {
+        let mut b = Builder::new();
+        b.start(900, (1, 1), "gpu01", (0, 1), &[0], None)
+            .exit(1_506, (1, 1), "gpu01", 0, 0)
+            .event(
+                1_506,
+                EventKind::BatchExit {
+                    job: 1,
+                    attempt: 1,
+                    node: "gpu01".into(),
+                    status: 0,
+                },
+            )
+            .final_job(job(1, &[(1, Some("NodeFailure")), (2, Some("Exited(0)"))]));
+        let verdict = check(&b.history());
+        assert!(verdict.violations.is_empty(), "{verdict:?}");
     }
 
     #[test]

@@ -25,6 +25,16 @@ use super::process::RunAs;
 /// The mode a new checkpoint directory is made with (before the umask).
 const MODE: u32 = 0o755;
 
+/// The uid NFS root squash maps root to (`anonuid`, 65534 unless changed).
+const SQUASHED_UID: u32 = 65_534;
+
+/// Whether the directory open at `dir` has no entries.
+fn is_empty(dir: &OwnedFd) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let listed = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    Ok(listed.count() == 0)
+}
+
 /// Why the job's checkpoint directory could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointDirError {
@@ -99,21 +109,33 @@ pub fn make_checkpoint_dir(
             source,
         })?
         .st_uid;
+    let agent = geteuid().as_raw();
     let Some(user) = user else {
+        // Jobs run as the agent's own user: only its own directory.
+        if owner != agent {
+            return Err(CheckpointDirError::Unsafe {
+                path,
+                why: format!("was made by uid {owner}, not by this agent (uid {agent})"),
+            });
+        }
         return Ok(());
     };
-    if owner == user.uid {
+    if owner == user.uid && !made {
         return Ok(());
     }
-    // A directory this agent made now, or made for an earlier attempt before
-    // it could hand it over, is the agent's to give; one that someone else
-    // made first (a user expecting another's job id) is not.
-    let agents = owner == geteuid().as_raw();
-    if !made && !agents {
+    // A directory this agent made now (empty, and the agent's: NFS root
+    // squash makes it nobody's), or made for an earlier attempt before it
+    // could hand it over, is the agent's to give. One that someone else made
+    // first (a user expecting another's job id), or swapped in for the one
+    // just made, is not.
+    let made_here =
+        made && (owner == agent || owner == SQUASHED_UID) && is_empty(&dir).unwrap_or(false);
+    let earlier_attempts = !made && owner == agent;
+    if !made_here && !earlier_attempts {
         return Err(CheckpointDirError::Unsafe {
             path,
             why: format!(
-                "was made by uid {owner}, neither the job's user {} (uid {}) nor this agent",
+                "was made by uid {owner} (or changed since the agent made it), neither the job's user {} (uid {}) nor this agent",
                 user.user, user.uid
             ),
         });

@@ -80,7 +80,7 @@ impl Supervisor {
                 if let Some(cgroup) = self.attempt_cgroup(key)
                     && let Err(e) = cgroup.kill()
                 {
-                    tracing::warn!(job = %key.0, attempt = key.1, "cannot kill the attempt's cgroup: {e}");
+                    tracing::debug!(job = %key.0, attempt = key.1, "cannot kill the attempt's cgroup: {e}");
                 }
                 for group in &live {
                     let _ = killpg(Pid::from_raw(*group), NixSignal::SIGKILL);
@@ -160,6 +160,7 @@ impl Supervisor {
             return;
         };
         let find = std::sync::Arc::new(find);
+        let cgroup = self.attempt_cgroup(key);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(LINGERING_EVERY).await;
@@ -168,6 +169,9 @@ impl Supervisor {
                     return;
                 };
                 if left.is_empty() {
+                    if let Some(cgroup) = &cgroup {
+                        let _ = cgroup.remove();
+                    }
                     tracing::info!(job = %key.0, attempt = key.1, "the unkillable processes are gone at last; resume the node when it is healthy");
                     return;
                 }

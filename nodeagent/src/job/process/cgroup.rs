@@ -17,27 +17,59 @@
 //! spawn; the `task-exec` wrapper it starts through does not exec the job's
 //! program before it sees itself there, so no job code runs outside.
 
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// The agent's subtree of cgroups.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Cgroups {
     /// The subtree's directory.
     dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` names it.
     name: String,
+    /// False once a move into one of its cgroups failed: processes are then
+    /// no longer made to wait for one (see [`AttemptCgroup::waits`]).
+    moves: Arc<AtomicBool>,
 }
 
+impl PartialEq for Cgroups {
+    fn eq(&self, other: &Self) -> bool {
+        self.dir == other.dir
+    }
+}
+
+impl Eq for Cgroups {}
+
 /// One attempt's cgroup.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AttemptCgroup {
     dir: PathBuf,
     name: String,
+    moves: Arc<AtomicBool>,
+}
+
+impl PartialEq for AttemptCgroup {
+    fn eq(&self, other: &Self) -> bool {
+        self.dir == other.dir
+    }
+}
+
+impl Eq for AttemptCgroup {}
+
+/// Writes `text` to the cgroup file `path`, which must exist (kernfs answers
+/// a create of a file it lacks with EACCES, hiding the ENOENT that says an
+/// older kernel has no `cgroup.kill`).
+fn write_control(path: &Path, text: &str) -> io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 /// The cgroup v2 hierarchy this process sees: where it is mounted and this
@@ -126,6 +158,7 @@ impl Cgroups {
                 Some(AttemptCgroup {
                     dir: c.path(),
                     name: format!("{}/{leaf}", self.name),
+                    moves: Arc::clone(&self.moves),
                 })
             })
             .collect()
@@ -146,6 +179,7 @@ impl Cgroups {
         Cgroups {
             dir: mount.join(name.trim_start_matches('/')),
             name,
+            moves: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -197,6 +231,7 @@ impl Cgroups {
         AttemptCgroup {
             dir: self.dir.join(&leaf),
             name: format!("{}/{leaf}", self.name),
+            moves: Arc::clone(&self.moves),
         }
     }
 
@@ -206,6 +241,7 @@ impl Cgroups {
         let whole = AttemptCgroup {
             dir: self.dir.clone(),
             name: self.name.clone(),
+            moves: Arc::clone(&self.moves),
         };
         if !whole.dir.exists() {
             return Vec::new();
@@ -270,13 +306,25 @@ impl AttemptCgroup {
     }
 
     /// Moves process `pid` (and, from then on, all it starts) into the cgroup.
+    /// A failure also stops later processes from waiting to be moved.
     pub fn add(&self, pid: u32) -> io::Result<()> {
-        std::fs::write(self.dir.join("cgroup.procs"), format!("{pid}\n"))
+        let moved = write_control(&self.dir.join("cgroup.procs"), &format!("{pid}\n"));
+        if moved.is_err() {
+            self.moves.store(false, Ordering::Relaxed);
+        }
+        moved
+    }
+
+    /// Whether a process about to start should wait to be moved in (the
+    /// `task-exec` wrapper's `--cgroup`): not once a move has failed here, so
+    /// a node where moves fail does not delay every start.
+    pub fn waits(&self) -> bool {
+        self.moves.load(Ordering::Relaxed)
     }
 
     /// SIGKILLs every process in the cgroup and below.
     pub fn kill(&self) -> io::Result<()> {
-        match std::fs::write(self.dir.join("cgroup.kill"), "1") {
+        match write_control(&self.dir.join("cgroup.kill"), "1") {
             Err(e) if e.kind() == ErrorKind::NotFound && self.dir.exists() => {
                 // Before Linux 5.14: one by one.
                 for pid in self.pids_below() {

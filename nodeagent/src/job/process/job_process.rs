@@ -62,7 +62,7 @@ impl JobProcess {
             &spec.args,
             &spec.env,
             &spec.workdir,
-            cgroup.map(AttemptCgroup::name),
+            waiting_for(cgroup),
         );
         let mut command = command_as(
             &program,
@@ -105,7 +105,7 @@ impl JobProcess {
             &spec.args,
             &spec.env,
             &spec.workdir,
-            cgroup.map(AttemptCgroup::name),
+            waiting_for(cgroup),
         );
         let mut command = command_as(
             &program,
@@ -144,7 +144,7 @@ impl JobProcess {
             &spec.args,
             &spec.env,
             &spec.workdir,
-            spec.cgroup.as_ref().map(AttemptCgroup::name),
+            waiting_for(spec.cgroup.as_ref()),
         );
         let mut args: Vec<std::ffi::OsString> =
             vec!["--ctty".into(), "--".into(), program.into_os_string()];
@@ -309,6 +309,11 @@ fn open_task_files(
         None => Stdio::piped(),
     };
     Ok((out, err))
+}
+
+/// The cgroup a starting process waits to be moved into, if any.
+fn waiting_for(cgroup: Option<&AttemptCgroup>) -> Option<&str> {
+    cgroup.filter(|c| c.waits()).map(AttemptCgroup::name)
 }
 
 /// Spawns `command`, trying again a few times (a few ms apart, about a second in

@@ -4,18 +4,23 @@
 //! cannot set supplementary groups on stable Rust without `unsafe`, which this
 //! workspace forbids).
 //!
-//! `setpriv` itself runs as root, so none of the job's variables may reach it:
-//! through the dynamic loader or libc (`LD_PRELOAD`, `GCONV_PATH`, `LOCPATH`,
-//! `GLIBC_TUNABLES`, ...) a job could run its own code as root, and a list of
-//! dangerous names misses what it does not name (or a name that holds `=`).
-//! So `setpriv` starts with an empty environment, and `env -i`, running as the
-//! user after the switch, sets every variable for the job's program. A
-//! variable name that is empty or holds `=` or NUL is refused either way.
+//! `setpriv` itself runs as root, so the variables through which a dynamic
+//! loader or libc runs code or reads files (`LD_PRELOAD`, `GCONV_PATH`,
+//! `GLIBC_TUNABLES`, ...: glibc's secure-mode list and every `LD_*`; and the
+//! locale's and time zone's, which make libc read files) must never reach it:
+//! a job could otherwise run its own code as root. They are set again after
+//! the switch by `env`, running as the user, for the job's program. Every
+//! other variable stays in the environment (never in an argument, which
+//! `/proc/PID/cmdline` shows to every user: jobs carry tokens). A variable
+//! name that is empty or holds `=` or NUL (which would read as another name
+//! once joined) is refused on every path.
 //!
 //! The working directory is the job's, so it is entered as the user: std
 //! changes directory after it switches ids, and through `setpriv` the user's
 //! `env --chdir` does (root entering it first would let a job start inside a
-//! directory its user may not reach, and read what is there).
+//! directory its user may not reach, and read what is there). An `env`
+//! without `--chdir` (coreutils before 8.28) leaves root to enter it, and the
+//! agent says so once.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -50,6 +55,55 @@ pub(super) fn setsid_program() -> Option<PathBuf> {
 /// A variable name no environment can carry as given.
 fn bad_variable(name: &str) -> bool {
     name.is_empty() || name.contains(['=', '\0'])
+}
+
+/// Variables a loader or libc running as root would act on (glibc's
+/// `unsecvars.h`), and the locale's and time zone's; kept from `setpriv`.
+const ROOT_UNSAFE_VARS: &[&str] = &[
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "GLIBC_TUNABLES",
+    "HOSTALIASES",
+    "LANG",
+    "LANGUAGE",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "MALLOC_TRACE",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TMPDIR",
+    "TZ",
+    "TZDIR",
+];
+
+/// Whether a root process must not start with variable `name`.
+fn root_unsafe(name: &str) -> bool {
+    name.starts_with("LD_") || name.starts_with("LC_") || ROOT_UNSAFE_VARS.contains(&name)
+}
+
+/// Whether `env` (at `env_program`) takes `--chdir` (coreutils 8.28 and
+/// later); asked once.
+fn env_takes_chdir(env_program: &Path) -> bool {
+    static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TAKES.get_or_init(|| {
+        let takes = Command::new(env_program)
+            .args(["--chdir=/", "--", "true"])
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !takes {
+            tracing::warn!(
+                env = %env_program.display(),
+                "this env has no --chdir (coreutils before 8.28): jobs of users with supplementary groups enter their working directory as root, not as the user; upgrade coreutils"
+            );
+        }
+        takes
+    })
 }
 
 /// A command running `program` with `args` as `user` (as the agent's own user
@@ -113,6 +167,7 @@ pub(super) fn command_as<A: AsRef<OsStr>>(
             env_program: &env_program,
             user,
             groups: &groups,
+            env_chdir: env_takes_chdir(&env_program),
         },
         program,
         args,
@@ -131,11 +186,13 @@ struct Setpriv<'a> {
     user: &'a RunAs,
     /// With which groups.
     groups: &'a [u32],
+    /// Whether `env` enters the working directory (as the user).
+    env_chdir: bool,
 }
 
-/// `setpriv` (running as root, in `/`, with no environment) switching to the
-/// user and groups of `switch`, then `env -i` (running as the user) entering
-/// `workdir` and setting every variable of `env`, then `program`.
+/// `setpriv` (running as root, in `/`) switching to the user and groups of
+/// `switch`, then `env` (running as the user) entering `workdir` and setting
+/// the variables root must not get, then `program`. `setpriv` gets the rest.
 fn through_setpriv<A: AsRef<OsStr>>(
     switch: &Setpriv<'_>,
     program: &Path,
@@ -154,11 +211,20 @@ fn through_setpriv<A: AsRef<OsStr>>(
             ),
         });
     }
-    let mut chdir = OsString::from("--chdir=");
-    chdir.push(workdir.as_os_str());
-    let mut inner: Vec<OsString> = vec!["-i".into(), chdir, "--".into()];
+    type Vars<'a> = Vec<(&'a String, &'a String)>;
+    let (unsafe_vars, plain): (Vars<'_>, Vars<'_>) =
+        env.iter().partition(|(name, _)| root_unsafe(name));
+    let chdir_as_user = switch.env_chdir;
+    let mut inner: Vec<OsString> = Vec::new();
+    if chdir_as_user {
+        let mut chdir = OsString::from("--chdir=");
+        chdir.push(workdir.as_os_str());
+        inner.push(chdir);
+    }
+    inner.push("--".into());
     inner.extend(
-        env.iter()
+        unsafe_vars
+            .iter()
             .map(|(name, value)| OsString::from(format!("{name}={value}"))),
     );
     inner.push(program.as_os_str().to_owned());
@@ -172,7 +238,12 @@ fn through_setpriv<A: AsRef<OsStr>>(
             &inner,
         ))
         .env_clear()
-        .current_dir("/");
+        .envs(plain)
+        .current_dir(if chdir_as_user {
+            Path::new("/")
+        } else {
+            workdir
+        });
     Ok(command)
 }
 
@@ -210,7 +281,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn no_variable_reaches_setpriv_and_all_are_set_again_after_the_switch() {
+    fn root_unsafe_variables_never_reach_setpriv_and_none_is_an_argument_but_those() {
         let user = RunAs {
             uid: 1000,
             gid: 100,
@@ -221,6 +292,8 @@ mod tests {
             ("GCONV_PATH", "/home/alice/gconv"),
             ("PATH", "/usr/bin:/bin"),
             ("KEEP", "1"),
+            ("LC_ALL", "../../tmp/x"),
+            ("WANDB_API_KEY", "secret"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -230,6 +303,7 @@ mod tests {
             env_program: Path::new("/usr/bin/env"),
             user: &user,
             groups: &[100, 2000],
+            env_chdir: true,
         };
         let command = through_setpriv(
             &switch,
@@ -241,8 +315,23 @@ mod tests {
         .expect("command");
         // Root does not enter the job's directory: the user's env does.
         assert_eq!(command.get_current_dir(), Some(Path::new("/")));
-        // Root's setpriv has no environment at all.
-        assert_eq!(command.get_envs().count(), 0);
+        let root_side: Vec<(String, String)> = command
+            .get_envs()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.to_string_lossy().into_owned(),
+                    v?.to_string_lossy().into_owned(),
+                ))
+            })
+            .collect();
+        assert_eq!(
+            root_side,
+            vec![
+                ("KEEP".to_string(), "1".to_string()),
+                ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+                ("WANDB_API_KEY".to_string(), "secret".to_string())
+            ]
+        );
         let args: Vec<String> = command
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -255,13 +344,11 @@ mod tests {
                 "--groups=100,2000",
                 "--",
                 "/usr/bin/env",
-                "-i",
                 "--chdir=/home/alice/run",
                 "--",
                 "GCONV_PATH=/home/alice/gconv",
-                "KEEP=1",
+                "LC_ALL=../../tmp/x",
                 "LD_PRELOAD=/home/alice/evil.so",
-                "PATH=/usr/bin:/bin",
                 "/usr/bin/python3",
                 "train.py"
             ]
