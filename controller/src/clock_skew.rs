@@ -20,6 +20,9 @@ use crate::clock;
 /// How often the leader looks at its followers' clocks.
 pub const LOOK_EVERY: Duration = Duration::from_secs(10);
 
+/// How soon a leader that could not read a majority's clocks looks again.
+pub const LOOK_AGAIN: Duration = Duration::from_millis(200);
+
 /// Offsets beyond this are logged as warnings and flagged in `corral cluster`.
 pub const WARN_BEYOND: Duration = Duration::from_secs(1);
 
@@ -82,6 +85,7 @@ pub fn offset_ms(sent_ms: u64, remote_ms: u64, received_ms: u64) -> i64 {
 pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch::Receiver<bool>) {
     let mut warned: BTreeMap<ReplicaId, bool> = BTreeMap::new();
     let mut leadership = replica.leadership();
+    let mut read_majority;
     loop {
         leadership.borrow_and_update();
         if replica.leadership().borrow().is_self {
@@ -124,14 +128,24 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
                     },
                 );
             }
+            // Until a majority's clocks are read (peers still starting after
+            // an outage), look again soon: the leader's stamps are bounded by
+            // them (`cluster_clock`).
+            let voters = replica.members().iter().filter(|m| m.voter).count();
+            read_majority = found.len() + 1 > voters / 2;
             offsets.set(found);
         } else {
+            read_majority = true;
             offsets.set(BTreeMap::new());
         }
-        // A new leader looks at once: its stamps are bounded by these
-        // offsets (`cluster_clock`).
+        // A new leader looks at once.
+        let next = if read_majority {
+            LOOK_EVERY
+        } else {
+            LOOK_AGAIN
+        };
         tokio::select! {
-            () = tokio::time::sleep(LOOK_EVERY) => {}
+            () = tokio::time::sleep(next) => {}
             changed = leadership.changed() => if changed.is_err() { return },
             _ = stop.changed() => return,
         }
