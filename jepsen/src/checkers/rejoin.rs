@@ -66,13 +66,20 @@ pub fn check_heals(history: &History, verdict: &mut Verdict) {
             _ => None,
         })
         .collect();
-    let faults: Vec<Fault> = crate::faults::of(history)
-        .into_iter()
-        .filter(touches_controllers)
+    let all = crate::faults::of(history);
+    let faults: Vec<Fault> = all
+        .iter()
+        .filter(|f| touches_controllers(f))
+        .cloned()
         .collect();
     let (mut checked, mut unchecked, mut slowest) = (0u32, 0u32, 0u64);
     for (i, fault) in faults.iter().enumerate() {
-        minority_never_leads(history, fault, verdict);
+        // A fault that begins after the heal may move leadership anywhere.
+        let next = all
+            .iter()
+            .map(|f| f.began)
+            .find(|began| *began > fault.healed);
+        minority_never_leads(history, fault, next, verdict);
         let healed = fault.healed;
         if healed >= history.end() {
             continue;
@@ -125,13 +132,20 @@ pub fn check_heals(history: &History, verdict: &mut Verdict) {
 }
 
 /// No controller `fault` left without a majority leads from
-/// [`MINORITY_STEPS_DOWN_WITHIN`] into it until [`REJOIN_WITHIN`] after it.
-fn minority_never_leads(history: &History, fault: &Fault, verdict: &mut Verdict) {
+/// [`MINORITY_STEPS_DOWN_WITHIN`] into it until [`REJOIN_WITHIN`] after it,
+/// or until the `next` fault began, if sooner (after the heal, a new fault,
+/// the leader killed say, may rightly make it lead).
+fn minority_never_leads(
+    history: &History,
+    fault: &Fault,
+    next: Option<u64>,
+    verdict: &mut Verdict,
+) {
     if fault.minority.is_empty() {
         return;
     }
     let from = fault.began + MINORITY_STEPS_DOWN_WITHIN;
-    let until = fault.healed + REJOIN_WITHIN;
+    let until = (fault.healed + REJOIN_WITHIN).min(next.unwrap_or(u64::MAX));
     for event in &history.events {
         if event.t < from || event.t > until {
             continue;
@@ -281,5 +295,33 @@ mod tests {
                 .message
                 .contains("controller-1 led at 62000 ms")
         );
+    }
+
+    /// Seen in a soak: a halves partition left controller-1 in the minority
+    /// until 29,061 ms; at 33,591 ms the leader was killed and controller-1
+    /// was rightly elected at 33,996 ms, within 5 s of the heal.
+    #[test]
+    fn a_minority_controller_elected_after_a_later_fault_is_no_violation() {
+        let mut b = Builder::new();
+        fault(&mut b, 1, "halves-12s", 16_752, 29_061);
+        b.event(
+            16_752,
+            EventKind::Minority {
+                fault: 1,
+                controllers: vec!["controller-1".into()],
+            },
+        );
+        replicas(&mut b, 29_116, 3, &[1, 2, 3]);
+        fault(&mut b, 2, "kill-leader", 33_591, 35_600);
+        b.event(
+            33_996,
+            EventKind::Leader {
+                replica: 1,
+                term: 3,
+            },
+        );
+        replicas(&mut b, 35_983, 1, &[1, 2, 3]);
+        let verdict = judged(&b);
+        assert!(verdict.holds(), "{verdict:?}");
     }
 }
