@@ -18,6 +18,20 @@ const FAKETIME_LIBRARIES: &[&str] = &[
     "/usr/lib/faketime/libfaketimeMT.so.1",
 ];
 
+/// libfaketime, when installed (it says the test is skipped when not).
+fn faketime() -> Option<&'static str> {
+    let found = FAKETIME_LIBRARIES
+        .iter()
+        .copied()
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
+        eprintln!(
+            "skipped: libfaketime is not installed (apt-get install faketime); it skews one controller's clock"
+        );
+    }
+    found
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -27,10 +41,7 @@ fn now_ms() -> u64 {
 
 #[test]
 fn a_follower_an_hour_fast_moves_no_ones_time() {
-    let Some(faketime) = FAKETIME_LIBRARIES.iter().find(|p| Path::new(p).exists()) else {
-        eprintln!(
-            "skipped: libfaketime is not installed (apt-get install faketime); it skews one controller's clock"
-        );
+    let Some(faketime) = faketime() else {
         return;
     };
     let cluster = LocalCluster::start_with_agents(3, 1);
@@ -119,10 +130,7 @@ fn a_follower_an_hour_fast_moves_no_ones_time() {
 /// (`cluster_clock::ANCHOR_BOUND`).
 #[test]
 fn a_leader_an_hour_fast_stamps_the_majoritys_time() {
-    let Some(faketime) = FAKETIME_LIBRARIES.iter().find(|p| Path::new(p).exists()) else {
-        eprintln!(
-            "skipped: libfaketime is not installed (apt-get install faketime); it skews one controller's clock"
-        );
+    let Some(faketime) = faketime() else {
         return;
     };
     let cluster = LocalCluster::start_with_agents(3, 1);

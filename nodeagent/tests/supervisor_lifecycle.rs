@@ -88,6 +88,16 @@ fn launch(dir: &Path, body: &str) -> Launch {
     }
 }
 
+/// Waits until `outbox` holds a `Lost` report (`what` names the wait).
+async fn lost_reported(outbox: &Outbox, what: &str) {
+    eventually(what, || {
+        reports(outbox)
+            .iter()
+            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
+    })
+    .await;
+}
+
 fn reports(outbox: &Outbox) -> Vec<(u64, AgentReport)> {
     outbox.reconnected();
     outbox.unsent()
@@ -157,12 +167,7 @@ async fn a_fenced_attempt_is_killed_and_reported_lost_not_as_an_exit() {
         .parse()
         .unwrap();
     agent.fence();
-    eventually("its end is reported", || {
-        reports(&outbox)
-            .iter()
-            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
-    })
-    .await;
+    lost_reported(&outbox, "its end is reported").await;
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists()
             || std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -277,12 +282,7 @@ async fn a_process_that_leaves_its_group_and_clears_its_environment_is_fenced_th
     control.launch(launch(&control_dir, escape));
     let escaped = written_pid(&control_dir.join("escaped")).await;
     control.fence();
-    eventually("the control's end is reported", || {
-        reports(&control_outbox)
-            .iter()
-            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
-    })
-    .await;
+    lost_reported(&control_outbox, "the control's end is reported").await;
     let survived = !dead(escaped);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(escaped),
@@ -306,12 +306,7 @@ async fn a_process_that_leaves_its_group_and_clears_its_environment_is_fenced_th
         cgroup.pids_below()
     );
     agent.fence();
-    eventually("its end is reported", || {
-        reports(&outbox)
-            .iter()
-            .any(|(_, r)| matches!(r, AgentReport::Lost { .. }))
-    })
-    .await;
+    lost_reported(&outbox, "its end is reported").await;
     assert!(
         dead(escaped),
         "the escaped process {escaped} outlived the fence"

@@ -18,7 +18,7 @@ use super::files::open_stdio;
 use super::group::{group_alive, signal_group};
 use super::launch::{command_as, setsid_program};
 use super::task_pid::with_task_pid;
-use super::{ProcessError, ProcessSpec, TaskIo, TaskSpec};
+use super::{ProcessError, ProcessSpec, RunAs, TaskIo, TaskSpec};
 use corral_proto::step::TerminalSize;
 
 /// A task's input and output (each `None` once taken).
@@ -57,19 +57,12 @@ impl JobProcess {
         let switch_user = spec.user.is_some() && geteuid().is_root();
         let stdio = open_stdio(spec, switch_user)?;
         let cgroup = spec.cgroup.as_ref();
-        let (program, args) = with_task_pid(
-            &spec.program,
-            &spec.args,
+        let mut command = job_command(
+            (&spec.program, &spec.args),
             &spec.env,
             &spec.workdir,
-            waiting_for(cgroup),
-        );
-        let mut command = command_as(
-            &program,
-            &args,
             spec.user.as_ref(),
-            &spec.env,
-            &spec.workdir,
+            cgroup,
         )?;
         command
             .process_group(0)
@@ -100,19 +93,12 @@ impl JobProcess {
             }
         };
         let cgroup = spec.cgroup.as_ref();
-        let (program, args) = with_task_pid(
-            &spec.program,
-            &spec.args,
+        let mut command = job_command(
+            (&spec.program, &spec.args),
             &spec.env,
             &spec.workdir,
-            waiting_for(cgroup),
-        );
-        let mut command = command_as(
-            &program,
-            &args,
             spec.user.as_ref(),
-            &spec.env,
-            &spec.workdir,
+            cgroup,
         )?;
         command
             .process_group(0)
@@ -309,6 +295,20 @@ fn open_task_files(
         None => Stdio::piped(),
     };
     Ok((out, err))
+}
+
+/// `program` with its arguments as `user` (the agent's own user when `None`)
+/// in `workdir` with exactly `env`, started through the `task-exec` wrapper
+/// where there is one (which waits to be moved into `cgroup`).
+fn job_command(
+    (program, args): (&Path, &[String]),
+    env: &BTreeMap<String, String>,
+    workdir: &Path,
+    user: Option<&RunAs>,
+    cgroup: Option<&AttemptCgroup>,
+) -> Result<std::process::Command, ProcessError> {
+    let (program, args) = with_task_pid(program, args, env, workdir, waiting_for(cgroup));
+    command_as(&program, &args, user, env, workdir)
 }
 
 /// The cgroup a starting process waits to be moved into, if any.
