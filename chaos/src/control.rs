@@ -65,7 +65,7 @@ pub const EXEC_NAMES: &str = "kill-controller, stop-controller, start-controller
     pause-controller, resume-controller, kill-agent, start-agent, pause-agent, resume-agent \
     ({host} and {id} or {node}), cut ({host}, {peer}: drop packets from and to peer on host), \
     heal ({host}), xid ({host}, {node}, {gpu}, {xid}), stall-disk and unstall-disk ({host}, \
-    {id}: throttle a controller's writes to its data disk, and stop)";
+    {id}, {bytes_per_s}: throttle a controller's writes to its data disk, and stop)";
 
 /// A controller whose disk writes are stalled, until
 /// [`Control::unstall_disk`].
@@ -255,20 +255,26 @@ impl Control {
         }
     }
 
-    /// Stalls the disk writes of controller `name` (its write-ahead log).
-    pub fn stall_disk(&self, name: &str) -> anyhow::Result<DiskStall> {
+    /// Throttles the disk writes of controller `name` (its write-ahead log)
+    /// to `bytes_per_s`.
+    pub fn stall_disk(&self, name: &str, bytes_per_s: u64) -> anyhow::Result<DiskStall> {
         match self {
             Control::Local { dir, .. } => {
                 let data = dir.join(name).join("data");
                 Ok(DiskStall::Local(crate::disk_stall::begin(
                     pid(dir, name)?,
                     &data,
+                    bytes_per_s,
                 )?))
             }
             Control::Exec { .. } => {
                 let host = self.host(name)?;
                 let id = name.strip_prefix("controller-").unwrap_or(name);
-                self.exec("stall-disk", &[("host", host.as_str()), ("id", id)])?;
+                let rate = bytes_per_s.to_string();
+                self.exec(
+                    "stall-disk",
+                    &[("host", host.as_str()), ("id", id), ("bytes_per_s", &rate)],
+                )?;
                 Ok(DiskStall::Exec(name.to_string()))
             }
         }

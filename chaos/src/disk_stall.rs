@@ -2,8 +2,10 @@
 //! cgroup whose block-I/O throttle lets it write a few bytes a second to the
 //! disk under its data directory (cgroup v1 `blkio.throttle.write_bps_device`,
 //! or v2 `io.max`). Reads and the network are untouched; every `fsync` of its
-//! write-ahead log then waits, as on a failing or saturated disk. Healing
-//! moves the process back and removes the cgroup.
+//! write-ahead log then waits, as on a failing or saturated disk
+//! ([`TRICKLE_BYTES_PER_S`]: seconds), or on a slow one ([`SLOW_BYTES_PER_S`]:
+//! most syncs take 0.4-0.8 s). Healing moves the process back and removes
+//! the cgroup.
 //!
 //! Needs root, a cgroup hierarchy with the blkio (v1) or io (v2) controller,
 //! and a data directory on a block device (not tmpfs or overlay); the error
@@ -16,7 +18,12 @@ use anyhow::{Context, bail};
 
 /// Bytes per second the stalled process may still write: low enough that a
 /// log append's fsync takes far longer than any election timeout.
-const TRICKLE_BYTES_PER_S: u64 = 1024;
+pub const TRICKLE_BYTES_PER_S: u64 = 1024;
+
+/// Bytes per second a slow disk writes: a sync of the few pages a commit
+/// touches takes 0.4-0.8 s (measured on ext4), longer than the followers'
+/// lease and shorter than the core-hold limit.
+pub const SLOW_BYTES_PER_S: u64 = 20 * 1024;
 
 /// A process whose disk writes are throttled until [`Stall::heal`].
 pub struct Stall {
@@ -26,15 +33,16 @@ pub struct Stall {
     pid: i32,
 }
 
-/// Throttles `pid`'s writes to the disk that holds `data_dir`.
-pub fn begin(pid: i32, data_dir: &Path) -> anyhow::Result<Stall> {
+/// Throttles `pid`'s writes to the disk that holds `data_dir` to
+/// `bytes_per_s`.
+pub fn begin(pid: i32, data_dir: &Path, bytes_per_s: u64) -> anyhow::Result<Stall> {
     let device = disk_of(data_dir)?;
     let (root, hierarchy, limit_file, limit) = if Path::new("/sys/fs/cgroup/blkio").is_dir() {
         (
             PathBuf::from("/sys/fs/cgroup/blkio"),
             Hierarchy::V1("blkio"),
             "blkio.throttle.write_bps_device",
-            format!("{device} {TRICKLE_BYTES_PER_S}"),
+            format!("{device} {bytes_per_s}"),
         )
     } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
         .is_ok_and(|c| c.split_whitespace().any(|x| x == "io"))
@@ -43,7 +51,7 @@ pub fn begin(pid: i32, data_dir: &Path) -> anyhow::Result<Stall> {
             PathBuf::from("/sys/fs/cgroup"),
             Hierarchy::V2,
             "io.max",
-            format!("{device} wbps={TRICKLE_BYTES_PER_S}"),
+            format!("{device} wbps={bytes_per_s}"),
         )
     } else {
         bail!(

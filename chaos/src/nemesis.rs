@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::Cluster;
 use crate::control::{Act, Control};
+use crate::process_sampler::CORE_HELD_LINE;
 use crate::recorder::Recorder;
 
 /// A kind of fault.
@@ -62,6 +63,10 @@ pub enum Fault {
     /// Throttle the leader's writes to its data disk to a trickle for this
     /// many seconds (its log's fsyncs stall; its network is fine).
     StallLeaderDisk(u64),
+    /// Throttle the leader's writes to a slow disk's pace for this many
+    /// seconds: each of its log's fsyncs takes longer than the followers'
+    /// lease, none as long as the core-hold limit; it must stay leader.
+    SlowLeaderDisk(u64),
     /// XID 79 (fallen off the bus) on a GPU a job uses: the job is killed
     /// everywhere and requeued, the GPU drained.
     XidCritical,
@@ -95,6 +100,7 @@ impl Fault {
             Fault::IsolateAgent(s) => format!("isolate-agent-{s}s"),
             Fault::Membership(s) => format!("membership-{s}s"),
             Fault::StallLeaderDisk(s) => format!("stall-leader-disk-{s}s"),
+            Fault::SlowLeaderDisk(s) => format!("slow-leader-disk-{s}s"),
             Fault::XidCritical => "xid-79".into(),
             Fault::XidApplication => "xid-13".into(),
             Fault::KillLeaderAtPreemption => "kill-leader-at-preemption".into(),
@@ -149,7 +155,7 @@ impl Fault {
             Fault::KillAgent => &["kill-agent", "start-agent"],
             Fault::PauseAgent(_) => &["pause-agent", "resume-agent"],
             Fault::XidCritical | Fault::XidApplication => &["xid"],
-            Fault::StallLeaderDisk(_) => &["stall-disk", "unstall-disk"],
+            Fault::StallLeaderDisk(_) | Fault::SlowLeaderDisk(_) => &["stall-disk", "unstall-disk"],
             Fault::SkewFollower(_) => {
                 if let Control::Exec { .. } = cluster.control {
                     return Some(
@@ -468,14 +474,20 @@ fn inject(
                 healed,
             )
         }
-        Fault::StallLeaderDisk(seconds) => {
+        Fault::StallLeaderDisk(seconds) | Fault::SlowLeaderDisk(seconds) => {
+            let rate = match fault {
+                Fault::SlowLeaderDisk(_) => crate::disk_stall::SLOW_BYTES_PER_S,
+                _ => crate::disk_stall::TRICKLE_BYTES_PER_S,
+            };
             let target = leader()?;
             let log = control.log_path(&target);
             let from = log
                 .as_ref()
                 .and_then(|l| std::fs::metadata(l).ok())
                 .map_or(0, |m| m.len());
-            let stall = control.stall_disk(&target).map_err(Injection::Skipped)?;
+            let stall = control
+                .stall_disk(&target, rate)
+                .map_err(Injection::Skipped)?;
             begin(&target);
             let result = hold_fault(
                 (|| Ok(()), secs(seconds)),
@@ -483,13 +495,22 @@ fn inject(
                 healed,
             );
             // What shows the stall took: the leader's own "slow sync" lines
-            // (fsyncs over 20 ms) written while it lasted.
+            // (fsyncs over 20 ms) written while it lasted; and, for a stall
+            // past the core-hold limit, its word that it stopped vouching
+            // for itself (so that the others elect a leader).
             if let Some(log) = log {
                 recorder.record(EventKind::FaultEffect {
                     fault: id,
                     effect: format!("slow syncs logged by {target}"),
                     count: lines_since(&log, from, "slow sync"),
                 });
+                if matches!(fault, Fault::StallLeaderDisk(_)) {
+                    recorder.record(EventKind::FaultEffect {
+                        fault: id,
+                        effect: format!("'{CORE_HELD_LINE}' logged by {target}"),
+                        count: lines_since(&log, from, CORE_HELD_LINE),
+                    });
+                }
             }
             result
         }

@@ -5,7 +5,15 @@
 //! hosts), recorded as `ProcessSample` events for the `resources` checker. A
 //! leader that spins or floods its log through a fault shows here even when
 //! every job survives it.
+//!
+//! It also reads what each controller's log gained since the last look for
+//! [`CORE_HELD_LINE`], and records a `CoreHeld` event per line: a leader
+//! whose disk held its Raft core past the core-hold limit stops vouching for
+//! itself, and the `elections` checker counts that as a cause, whatever
+//! fault (or none) the run injected then.
 
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,6 +24,16 @@ use crate::recorder::Recorder;
 
 /// How often each process is sampled.
 const EVERY: Duration = Duration::from_secs(1);
+
+/// What a leader logs when its Raft core has not answered past the
+/// core-hold limit and it stops vouching for itself (corral-consensus,
+/// `election/beacon.rs`). The `disk-stall` scenario counts it as the stall's
+/// effect, so a change of the wording fails its coverage.
+pub const CORE_HELD_LINE: &str = "it no longer vouches for itself";
+
+/// Most bytes of one log read in one look (a flood is the `resources`
+/// checker's to judge; the rest is skipped).
+const MOST_READ: u64 = 4 << 20;
 
 /// One process's figures now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,13 +48,24 @@ struct Sample {
 /// `dir` until `stop`.
 pub fn run(dir: &Path, names: &[String], recorder: &Recorder, stop: &AtomicBool) {
     let ticks_per_s = clock_ticks_per_second();
+    let mut read_to: BTreeMap<&str, u64> = BTreeMap::new();
     while !stop.load(Ordering::SeqCst) {
         for name in names {
+            let log = dir.join("logs").join(format!("{name}.log"));
+            if name.starts_with("controller-") {
+                let from = read_to.entry(name).or_insert(0);
+                let (held, to) = new_lines_with(&log, *from, CORE_HELD_LINE);
+                *from = to;
+                for _ in 0..held {
+                    recorder.record(EventKind::CoreHeld {
+                        process: name.clone(),
+                    });
+                }
+            }
             let Some(sample) = sample(dir, name, ticks_per_s) else {
                 continue;
             };
-            let log_bytes = std::fs::metadata(dir.join("logs").join(format!("{name}.log")))
-                .map_or(0, |m| m.len());
+            let log_bytes = std::fs::metadata(&log).map_or(0, |m| m.len());
             recorder.record(EventKind::ProcessSample {
                 process: name.clone(),
                 pid: sample.pid,
@@ -48,6 +77,30 @@ pub fn run(dir: &Path, names: &[String], recorder: &Recorder, stop: &AtomicBool)
         }
         std::thread::sleep(EVERY);
     }
+}
+
+/// How many whole lines holding `text` the file at `path` gained past byte
+/// `from`, and where the next look starts (after the last whole line; from
+/// the start again when the file was rotated and is shorter now).
+fn new_lines_with(path: &Path, from: u64, text: &str) -> (u64, u64) {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return (0, from);
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let from = if len < from { 0 } else { from };
+    let from = from.max(len.saturating_sub(MOST_READ));
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err()
+        || file.take(len - from).read_to_end(&mut tail).is_err()
+    {
+        return (0, from);
+    }
+    let whole = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let count = String::from_utf8_lossy(&tail[..whole])
+        .lines()
+        .filter(|line| line.contains(text))
+        .count() as u64;
+    (count, from + whole as u64)
 }
 
 /// The figures of process `name`, if it runs now.
@@ -124,6 +177,25 @@ mod tests {
         let status = "Name:\tcorrald\nVmPeak:\t  9000 kB\nVmRSS:\t   51234 kB\nThreads:\t9\n";
         assert_eq!(parse_rss_kib(status), Some(51_234));
         assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn new_lines_are_counted_once_whole_and_again_after_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("controller-1.log");
+        std::fs::write(&log, "a\nX held\nX ha").unwrap();
+        let (count, to) = new_lines_with(&log, 0, "X");
+        assert_eq!((count, to), (1, 9), "the unfinished line waits");
+        std::fs::write(&log, "a\nX held\nX half\nb\n").unwrap();
+        assert_eq!(new_lines_with(&log, to, "X"), (1, 18));
+        assert_eq!(new_lines_with(&log, 18, "X"), (0, 18));
+        std::fs::write(&log, "X new\n").unwrap();
+        assert_eq!(
+            new_lines_with(&log, 18, "X"),
+            (1, 6),
+            "rotated: read from the start"
+        );
+        assert_eq!(new_lines_with(&dir.path().join("none"), 5, "X"), (0, 5));
     }
 
     #[test]

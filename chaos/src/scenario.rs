@@ -168,8 +168,14 @@ pub fn all() -> Vec<Scenario> {
         ),
         s(
             "disk-stall",
-            "throttle the leader's disk writes to 1 KiB/s for 8 s (a cgroup block-I/O limit)",
+            "throttle the leader's disk writes to 1 KiB/s for 8 s (a cgroup block-I/O limit): it is replaced",
             vec![Fault::StallLeaderDisk(8)],
+            5,
+        ),
+        risky(
+            "slow-disk",
+            "throttle the leader's disk writes to 20 KiB/s for 20 s (fsyncs of 0.4-0.8 s): it stays leader",
+            vec![Fault::SlowLeaderDisk(20)],
             5,
         ),
         risky(
@@ -191,6 +197,7 @@ pub fn all() -> Vec<Scenario> {
                 Fault::IsolateAgent(20),
                 Fault::Membership(8),
                 Fault::StallLeaderDisk(8),
+                Fault::SlowLeaderDisk(20),
                 Fault::XidCritical,
                 Fault::XidApplication,
             ],

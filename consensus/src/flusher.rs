@@ -211,6 +211,9 @@ pub struct Flusher {
     database: SyncThread,
     /// Set once the threads (and with them the database handle) are gone.
     closed: tokio::sync::watch::Sender<bool>,
+    /// Tests: the log's syncs wait until then, as on a disk that holds writes.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    log_hold: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Flusher {
@@ -226,7 +229,10 @@ impl Flusher {
                 ),
             )
         })?;
+        let log_hold = Arc::new(Mutex::new(None));
+        let held = Arc::clone(&log_hold);
         let log = SyncThread::start("corral-log-sync", move || {
+            hold_while(&held);
             wal.sync().map_err(|e| e.to_string())
         })?;
         let database = SyncThread::start("corral-db-sync", move || {
@@ -239,6 +245,7 @@ impl Flusher {
             log,
             database,
             closed,
+            log_hold,
         })
     }
 
@@ -270,6 +277,13 @@ impl Flusher {
         if !paths.is_empty() {
             self.database.send(Waiter::Remove(paths));
         }
+    }
+
+    /// Tests: every sync of the log waits until `until` has passed, as on a
+    /// disk that holds writes (openraft's core waits for them).
+    #[cfg(feature = "testkit")]
+    pub fn hold_log_syncs(&self, until: Instant) {
+        *self.log_hold.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
     }
 
     /// Counters of the log's syncs (the ones on every write's path).
@@ -332,6 +346,15 @@ fn run(
     // moment and keep the directory locked against reopening).
     if let Err(e) = sync() {
         tracing::warn!("the last sync before stopping failed: {e}");
+    }
+}
+
+/// Sleeps while a test holds the syncs (never outside tests: nothing else
+/// sets a hold).
+fn hold_while(hold: &Mutex<Option<Instant>>) {
+    let until = *hold.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(wait) = until.and_then(|until| until.checked_duration_since(Instant::now())) {
+        std::thread::sleep(wait);
     }
 }
 

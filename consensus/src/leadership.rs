@@ -10,6 +10,10 @@
 //! proposer), stops heartbeating, and is published as not leading, so clients
 //! and agents go elsewhere instead of waiting out a timeout, and the replicas
 //! that reach each other elect a new leader.
+//!
+//! A majority that followed the leader's [`crate::election::beacon`] counts
+//! as contact too: while the leader's own disk holds its core, openraft reads
+//! no answers, but the majority is there.
 
 use std::time::Duration;
 
@@ -35,12 +39,15 @@ pub struct Leadership {
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// When this replica last heard from a quorum while leading: a pure tracker fed
-/// with Raft's metrics and the time.
+/// with Raft's metrics, the beacon's answers and the time.
 #[derive(Debug, Clone, Default)]
 pub struct QuorumContact {
     /// The term this replica leads in, and the latest instant a quorum is known
-    /// to have acknowledged it (its election counts: a majority voted for it).
+    /// to have acknowledged it through openraft (its election counts: a
+    /// majority voted for it).
     leading: Option<(u64, Instant)>,
+    /// The term and instant of the latest beacon a majority followed.
+    beacon: Option<(u64, Instant)>,
 }
 
 impl QuorumContact {
@@ -62,17 +69,45 @@ impl QuorumContact {
         self.leading = Some((term, acked));
     }
 
-    /// True when this replica leads but no quorum has acknowledged it for more
-    /// than `limit` by `now`.
+    /// Takes in the latest beacon a majority followed, and in which term.
+    pub fn observe_beacon(&mut self, followed: Option<(u64, Instant)>) {
+        if followed > self.beacon {
+            self.beacon = followed;
+        }
+    }
+
+    /// The latest instant openraft reported a quorum's acknowledgement, while
+    /// leading (the beacon speaks when this is late).
+    pub fn raft_contact(&self) -> Option<Instant> {
+        self.leading.map(|(_, contact)| contact)
+    }
+
+    /// True when this replica leads but no quorum has acknowledged it, through
+    /// openraft or a beacon of this term, for more than `limit` by `now`.
     pub fn stale(&self, now: Instant, limit: Duration) -> bool {
-        self.leading
-            .is_some_and(|(_, contact)| now.saturating_duration_since(contact) > limit)
+        self.leading.is_some_and(|(term, contact)| {
+            let latest = match self.beacon {
+                Some((followed_in, at)) if followed_in == term => contact.max(at),
+                _ => contact,
+            };
+            now.saturating_duration_since(latest) > limit
+        })
     }
 }
 
-/// Follows Raft's metrics; publishes leadership changes, and whether this
-/// replica leads without contact with a quorum for over `limit` (both only
-/// when they change).
+/// What [`follow`] publishes.
+pub struct Followed {
+    /// Who leads, as this replica sees it (a stepped-down leader: nobody).
+    pub leadership: watch::Receiver<Leadership>,
+    /// True while this replica leads without a majority's contact (stepped down).
+    pub stale: watch::Receiver<bool>,
+    /// While it leads: when openraft last reported a quorum's acknowledgement.
+    pub raft_contact: watch::Receiver<Option<Instant>>,
+}
+
+/// Follows Raft's metrics and the beacon's majorities (`beacon_acks`);
+/// publishes leadership changes, and whether this replica leads without
+/// contact with a quorum for over `limit` (both only when they change).
 ///
 /// Past `limit` without a quorum, the leader steps down: it is published as
 /// not leading and knowing no leader, and its heartbeats stop, so the replicas
@@ -83,9 +118,11 @@ pub fn follow(
     raft: &Raft,
     id: ReplicaId,
     limit: Duration,
-) -> (watch::Receiver<Leadership>, watch::Receiver<bool>) {
+    beacon_acks: watch::Receiver<Option<(u64, Instant)>>,
+) -> Followed {
     let (publish, leadership) = watch::channel(Leadership::default());
     let (publish_stale, stale) = watch::channel(false);
+    let (publish_contact, raft_contact) = watch::channel(None);
     let mut metrics = raft.metrics();
     let raft = raft.clone();
     tokio::spawn(async move {
@@ -115,12 +152,20 @@ pub fn follow(
                     is_self.then_some(m.current_term),
                     m.millis_since_quorum_ack,
                 );
+                publish_contact.send_if_modified(|published| {
+                    let changed = *published != contact.raft_contact();
+                    if changed {
+                        *published = contact.raft_contact();
+                    }
+                    changed
+                });
                 seen = Leadership {
                     term: m.current_term,
                     leader,
                     is_self,
                 };
             }
+            contact.observe_beacon(*beacon_acks.borrow());
             let is_stale = contact.stale(now, limit);
             let became = publish_stale.send_if_modified(|published| {
                 let changed = *published != is_stale;
@@ -158,7 +203,11 @@ pub fn follow(
             }
         }
     });
-    (leadership, stale)
+    Followed {
+        leadership,
+        stale,
+        raft_contact,
+    }
 }
 
 /// Steps down (`stale`) or back: heartbeats stop while stepped down.
@@ -214,6 +263,30 @@ mod tests {
         // A later reading that reports an older acknowledgement changes nothing.
         contact.observe(at(1_000), Some(3), Some(500));
         assert!(contact.stale(at(1_891), LIMIT));
+    }
+
+    #[test]
+    fn a_majority_that_followed_a_beacon_of_this_term_is_contact() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut contact = QuorumContact::default();
+        contact.observe(at(0), Some(3), Some(0));
+        // openraft reads no answers (its core is held); the beacon's do.
+        contact.observe_beacon(Some((3, at(1_500))));
+        assert!(!contact.stale(at(2_400), LIMIT));
+        assert!(contact.stale(at(2_501), LIMIT));
+        assert_eq!(
+            contact.raft_contact(),
+            Some(at(0)),
+            "the beacon's own trigger"
+        );
+        // An older beacon changes nothing; one of an earlier term counts for nothing.
+        contact.observe_beacon(Some((3, at(100))));
+        assert!(contact.stale(at(2_501), LIMIT));
+        let mut next_term = QuorumContact::default();
+        next_term.observe(at(0), Some(4), Some(0));
+        next_term.observe_beacon(Some((3, at(1_500))));
+        assert!(next_term.stale(at(1_001), LIMIT));
     }
 
     #[test]

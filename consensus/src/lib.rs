@@ -19,6 +19,7 @@
 mod apply_total;
 pub mod call_stream;
 pub mod codec;
+pub mod core_watch;
 pub mod durable_dir;
 pub mod election;
 pub mod error;

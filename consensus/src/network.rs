@@ -63,6 +63,8 @@ pub enum Method {
     Vote,
     /// Would the peer vote for this replica (no state changes)?
     PreVote,
+    /// Does the peer follow this replica, its leader (answered outside its core)?
+    Beacon,
     /// Raft InstallSnapshot (one chunk).
     InstallSnapshot,
     /// A forwarded proposal.
@@ -171,6 +173,7 @@ impl PeerNetwork {
             Method::AppendEntries => CallMethod::AppendEntries,
             Method::Vote => CallMethod::Vote,
             Method::PreVote => CallMethod::PreVote,
+            Method::Beacon => CallMethod::Beacon,
             Method::Propose => CallMethod::Propose,
             Method::InstallSnapshot | Method::Metrics => {
                 return self.call_unary(target, addr, method, payload, ttl).await;
@@ -204,7 +207,7 @@ impl PeerNetwork {
             Method::InstallSnapshot => client.install_snapshot(request).await,
             Method::Propose => client.propose(request).await,
             Method::Metrics => client.metrics(request).await,
-            Method::AppendEntries | Method::Vote | Method::PreVote => {
+            Method::AppendEntries | Method::Vote | Method::PreVote | Method::Beacon => {
                 return Err(tonic::Status::unimplemented(format!(
                     "{method:?} travels over the call stream only"
                 )));

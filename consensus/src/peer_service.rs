@@ -79,6 +79,7 @@ impl PeerService {
                     .await
                     .map_err(|e| Status::unavailable(e.to_string()))?,
             ),
+            Some(CallMethod::Beacon) => encode(&self.judge.beacon(&decode(data)?)),
             Some(CallMethod::Unspecified) | None => Err(Status::invalid_argument(format!(
                 "{UNKNOWN_METHOD}: is the peer a newer corral build?"
             ))),

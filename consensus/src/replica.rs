@@ -20,10 +20,13 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use crate::codec::MAX_MESSAGE_BYTES;
+use crate::core_watch::CoreWatch;
+use crate::election::beacon::{BeaconTiming, LeaderBeacon};
 use crate::election::judge::Judge;
 use crate::election::timer::ElectionTiming;
 use crate::error::{MembershipError, ProposeError, ReadError, StartError};
 use crate::flusher::Flusher;
+use crate::leadership::Followed;
 pub use crate::leadership::Leadership;
 use crate::network::PeerNetwork;
 use crate::pb::peer_server::PeerServer;
@@ -102,6 +105,11 @@ pub struct RaftTiming {
     /// A leader that no quorum has acknowledged for this long refuses proposals
     /// at once (openraft 0.9 has no check-quorum: see [`crate::leadership`]).
     pub quorum_contact_timeout: Duration,
+    /// The longest a replica's Raft core may be held (by its disk: openraft
+    /// 0.9 waits for every append's fsync) and still be vouched for by the
+    /// leader's beacon ([`crate::election::beacon`]); past it a leader is
+    /// replaced by one that can commit.
+    pub core_hold_limit: Duration,
 }
 
 impl Default for RaftTiming {
@@ -118,6 +126,7 @@ impl Default for RaftTiming {
             install_snapshot_timeout_ms: 10_000,
             propose_timeout: Duration::from_secs(5),
             quorum_contact_timeout: Duration::from_secs(1),
+            core_hold_limit: Duration::from_secs(3),
         }
     }
 }
@@ -284,8 +293,18 @@ impl Replica {
         )
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
-        let (leadership, stale) =
-            crate::leadership::follow(&raft, config.id, timing.quorum_contact_timeout);
+        let (beacon_acks, followed_beacons) = watch::channel(None);
+        let Followed {
+            leadership,
+            stale,
+            raft_contact,
+        } = crate::leadership::follow(
+            &raft,
+            config.id,
+            timing.quorum_contact_timeout,
+            followed_beacons,
+        );
+        let core = CoreWatch::start(&raft);
         let proposer = Proposer::start(
             raft.clone(),
             timing.propose_timeout,
@@ -319,6 +338,7 @@ impl Replica {
             log_reader,
             election_timing.lease,
             stale.clone(),
+            (core.clone(), timing.core_hold_limit),
         );
         let (closing, closing_watch) = watch::channel(false);
         let service = PeerServer::new(PeerService::new(
@@ -335,6 +355,18 @@ impl Replica {
             .tls_config(config.tls.server_config())
             .map_err(|e| StartError::Peer(format!("peer TLS: {e}")))?;
         // Spawned once nothing can fail any more: it holds Raft and the log.
+        let beacon = LeaderBeacon {
+            id: config.id,
+            raft: raft.clone(),
+            network: network.clone(),
+            core,
+            timing: BeaconTiming::new(
+                Duration::from_millis(timing.heartbeat_ms),
+                election_timing.lease,
+                timing.core_hold_limit,
+            ),
+        };
+        tokio::spawn(beacon.run(leadership.clone(), raft_contact, beacon_acks));
         let elector = tokio::spawn(crate::election::elector::run(
             config.id,
             raft.clone(),
@@ -377,6 +409,15 @@ impl Replica {
             elector,
             storage_closed,
         })
+    }
+
+    /// Tests: holds every sync of this replica's log for `hold` from now, as
+    /// a loaded or failing disk does (openraft's core waits for them).
+    #[cfg(feature = "testkit")]
+    pub fn hold_log_syncs(&self, hold: Duration) {
+        self.storage
+            .flusher
+            .hold_log_syncs(std::time::Instant::now() + hold);
     }
 
     /// This replica's id.

@@ -311,6 +311,14 @@ pub enum EventKind {
         /// The members at lag 0.
         caught_up: Vec<u64>,
     },
+    /// A controller logged that, leading, its Raft core had not answered for
+    /// longer than the core-hold limit (its disk held the log's writes, or
+    /// the core was stuck) and that it no longer vouched for itself: the
+    /// others may rightly elect a leader that can commit.
+    CoreHeld {
+        /// The controller (`controller-2`).
+        process: String,
+    },
 }
 
 /// A client operation.

@@ -37,7 +37,7 @@ struct Standing {
     term: u64,
     /// Its vote when read.
     vote: Vote,
-    /// When it last heard from a leader or changed its vote.
+    /// When it last heard from a leader (through openraft) or changed its vote.
     contact: Option<Instant>,
     /// Every voter set (two during a joint change).
     voter_sets: Vec<BTreeSet<ReplicaId>>,
@@ -73,7 +73,12 @@ pub async fn run(
         }
         // A candidate this replica just said it would vote for goes first:
         // a whole timeout from that grant, as from a leader's message.
-        let contact = standing.contact.unwrap_or(started);
+        // A leader's beacon counts as its message (its core may be held by
+        // its disk: see super::beacon).
+        let contact = standing
+            .contact
+            .max(judge.beacon_contact(&standing.vote))
+            .unwrap_or(started);
         let contact = judge
             .granted_other_at()
             .map_or(contact, |granted| granted.max(contact));

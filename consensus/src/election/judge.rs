@@ -7,6 +7,9 @@
 //! and gives up a round during which it promised), so that two voters do not
 //! both collect a majority for the same term, unless the later one's log is
 //! longer.
+//!
+//! It also answers a leader's [`super::beacon`], outside the core, and
+//! counts a beacon it followed as a leader's message.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,9 +19,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::STEPPED_DOWN_PROBE;
+use super::beacon::{self, BeaconAnswer, BeaconRequest, LeaderContact};
 use super::pre_vote::{self, Contest, PreVoteAnswer, PreVoteRequest, Refusal, VoterView};
+use crate::core_watch::CoreWatch;
 use crate::log_store::LogStore;
-use crate::types::{LogId, Raft, ReplicaId};
+use crate::types::{LogId, Raft, ReplicaId, Vote};
 
 /// Answers pre-votes for one replica.
 #[derive(Clone)]
@@ -33,6 +38,11 @@ pub struct Judge {
     probed: Arc<Mutex<Option<Instant>>>,
     /// Its own contest for the next term.
     contest: Arc<Mutex<Commitments>>,
+    /// Whether its core answers, and how long it may not.
+    core: CoreWatch,
+    core_hold_limit: Duration,
+    /// The last leader it followed through a beacon.
+    beacon_contact: LeaderContact,
 }
 
 /// This replica's own commitments for the next term.
@@ -53,13 +63,15 @@ pub struct JudgeError(String);
 
 impl Judge {
     /// A judge for replica `id`: `lease` is how long after a leader's last
-    /// message it still counts as alive.
+    /// message it still counts as alive; it follows a leader's beacon while
+    /// `core` answered within `core_hold_limit`.
     pub fn new(
         id: ReplicaId,
         raft: Raft,
         log: LogStore,
         lease: Duration,
         stepped_down: watch::Receiver<bool>,
+        (core, core_hold_limit): (CoreWatch, Duration),
     ) -> Self {
         Judge {
             id,
@@ -69,7 +81,34 @@ impl Judge {
             stepped_down,
             probed: Arc::default(),
             contest: Arc::default(),
+            core,
+            core_hold_limit,
+            beacon_contact: LeaderContact::default(),
         }
+    }
+
+    /// Answers a leader's beacon from the last published Raft metrics, not
+    /// through the core (which may be held by this replica's own disk), and
+    /// notes a beacon it follows as contact with that leader.
+    pub fn beacon(&self, request: &BeaconRequest) -> BeaconAnswer {
+        let now = Instant::now();
+        let metrics = self.raft.metrics();
+        let (vote, leads, term) = {
+            let m = metrics.borrow();
+            (m.vote, m.state == ServerState::Leader, m.current_term)
+        };
+        let core_answers = self.core.answered_within(now, self.core_hold_limit);
+        let follows = beacon::follows(request, &vote, leads, core_answers);
+        if follows {
+            self.beacon_contact.heard(request, now);
+        }
+        BeaconAnswer { follows, term }
+    }
+
+    /// When this replica last followed, through a beacon, the leader `vote`
+    /// commits it to.
+    pub fn beacon_contact(&self, vote: &Vote) -> Option<Instant> {
+        self.beacon_contact.last_for(vote)
     }
 
     fn contest(&self) -> std::sync::MutexGuard<'_, Commitments> {
@@ -112,13 +151,14 @@ impl Judge {
     pub async fn view(&self) -> Result<VoterView, JudgeError> {
         let (id, lease) = (self.id, self.lease);
         let stepped_down = *self.stepped_down.borrow();
+        let beacon_contact = self.beacon_contact.clone();
         let (term, leader_alive, standing) = self
             .raft
             .with_raft_state(move |st| {
                 let vote = st.vote_ref();
-                let recent = st
-                    .vote_last_modified()
-                    .is_some_and(|at| Instant::now().saturating_duration_since(at) <= lease);
+                let heard = st.vote_last_modified().max(beacon_contact.last_for(vote));
+                let recent =
+                    heard.is_some_and(|at| Instant::now().saturating_duration_since(at) <= lease);
                 let leader_alive = if st.server_state == ServerState::Leader {
                     !stepped_down
                 } else {

@@ -23,8 +23,15 @@
 //! it sends one heartbeat every [`STEPPED_DOWN_PROBE`] (and one whenever it
 //! refuses a pre-vote for a shorter log), so a majority that can hear it again
 //! takes it back instead of waiting for an election it could not win.
+//!
+//! openraft 0.9's core waits for the fsync of each append, so a leader whose
+//! disk holds a sync sends no heartbeats meanwhile. Its [`beacon`] speaks for
+//! it, from outside the core, while its core has answered within
+//! [`crate::RaftTiming::core_hold_limit`]: a slow disk costs no election, a
+//! stalled one still does.
 
 pub mod ballot;
+pub mod beacon;
 pub mod elector;
 pub mod judge;
 pub mod pre_vote;

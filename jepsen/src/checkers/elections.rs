@@ -4,10 +4,14 @@
 //! within [`ELECTION_WINDOW`] of the moment it could: the start of a kill,
 //! pause, isolation, partition, removal or restart of controllers; the
 //! restart of every controller at the heal of `kill-all-controllers`; any
-//! time during a leader's disk stall. Violations: a new term with no such
-//! cause at the heal of a partition or a removal (a replica that campaigned
-//! while cut off, deposing a healthy leader) or while a removed replica is
-//! out (it campaigning on), and a term that grows by more than
+//! time during a leader's disk stall; and a leader's word that its Raft core
+//! had not answered past the core-hold limit (`CoreHeld`: its disk held it,
+//! whatever fault or none the run injected). Violations: a new term with no
+//! such cause at the heal of a partition or a removal (a replica that
+//! campaigned while cut off, deposing a healthy leader), while a removed
+//! replica is out (it campaigning on) or while the leader's disk is only
+//! slow (`slow-leader-disk`: its syncs outlast the followers' lease, never
+//! the hold limit), and a term that grows by more than
 //! [`MAX_TERM_STEP`] at once (a replica standing again and again). Any other
 //! election without a fault (a leader whose heartbeats stalled on a loaded
 //! machine) is measured, `elections_without_fault`, not judged. The first
@@ -65,9 +69,13 @@ fn causes(fault: &Fault) -> Vec<(u64, u64)> {
 
 /// True when an election at `t` would be one `fault` provoked without
 /// taking the leader away: at the heal of a partition or of a removal,
-/// while a removed replica is out, or while no controller runs at all.
+/// while a removed replica is out, while the leader's disk is slow, or
+/// while no controller runs at all.
 fn disturbs_at(fault: &Fault, t: u64) -> bool {
     let kind = fault.kind.as_str();
+    if kind.starts_with("slow-leader-disk") {
+        return (fault.began..=fault.healed + ELECTION_WINDOW).contains(&t);
+    }
     let partition = [
         "isolate-leader",
         "halves",
@@ -92,9 +100,17 @@ fn disturbs_at(fault: &Fault, t: u64) -> bool {
 pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::new(NAME, PROMISE);
     let faults = crate::faults::of(history);
+    let held = history.events.iter().filter_map(|e| match &e.kind {
+        EventKind::CoreHeld { process } => Some((
+            (e.t, e.t + ELECTION_WINDOW),
+            format!("{process}'s held Raft core"),
+        )),
+        _ => None,
+    });
     let windows: Vec<((u64, u64), String)> = faults
         .iter()
         .flat_map(|f| causes(f).into_iter().map(|w| (w, f.kind.clone())))
+        .chain(held)
         .collect();
     let mut highest: Option<u64> = None;
     let (mut elections, mut largest_step, mut without_fault) = (0u32, 0u64, 0u32);
@@ -224,6 +240,46 @@ mod tests {
         // At the heal of an agent's partition: the partition provoked it.
         b.event(21_500, leader(2, 4));
         assert!(!check(&b.history()).holds());
+    }
+
+    #[test]
+    fn an_election_while_the_leaders_disk_is_only_slow_is_caught() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 1));
+        fault(&mut b, 1, "slow-leader-disk-20s", 1_000, 21_000);
+        b.event(1_700, leader(2, 2));
+        let verdict = check(&b.history());
+        assert!(
+            !verdict.holds(),
+            "a slow disk deposed its leader: {verdict:?}"
+        );
+        assert!(
+            verdict.violations[0]
+                .message
+                .contains("no fault that took the leader away"),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_leader_whose_core_was_held_past_the_limit_may_be_replaced() {
+        let core_held = |t| {
+            let mut b = Builder::new();
+            b.event(100, leader(1, 1));
+            fault(&mut b, 1, "membership-8s", 1_000, 9_000);
+            b.event(
+                t,
+                EventKind::CoreHeld {
+                    process: "controller-1".into(),
+                },
+            );
+            b.event(13_000, leader(2, 2));
+            check(&b.history())
+        };
+        // The CI run that found it: an election 4 s after a membership heal.
+        assert!(core_held(12_200).holds(), "{:?}", core_held(12_200));
+        // Said too long before the election to be its cause.
+        assert!(!core_held(2_000).holds());
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub const REJOIN_WITHIN: u64 = 5_000;
 pub const MINORITY_STEPS_DOWN_WITHIN: u64 = 5_000;
 
 /// The kinds of fault that touch the controllers.
-const CONTROLLER_FAULTS: [&str; 13] = [
+const CONTROLLER_FAULTS: [&str; 14] = [
     "kill-leader",
     "kill-controller",
     "kill-all-controllers",
@@ -35,6 +35,7 @@ const CONTROLLER_FAULTS: [&str; 13] = [
     "ring",
     "membership",
     "stall-leader-disk",
+    "slow-leader-disk",
     "skew-follower",
     "kill-leader-at-preemption",
 ];
