@@ -100,7 +100,9 @@ struct RunArgs {
     /// Seconds of workload and faults (the cluster then drains).
     #[arg(long, default_value_t = 45)]
     duration_s: u64,
-    /// Seconds after the last fault healed within which every job must end.
+    /// Seconds after the last fault healed within which every job must end,
+    /// plus what the backlog queued at the heal needs beyond one round of
+    /// the cluster's slots (a long fault that cut nodes off queues jobs).
     #[arg(long, default_value_t = 120)]
     liveness_s: u64,
     /// Where the cluster, the jobs' files, the history and the report go
@@ -425,7 +427,11 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
         // replicas rejoin for the liveness checker's whole window after the
         // heal, however soon the jobs drained.
         let healed_at = Instant::now();
-        let drained = drain(&cluster, Duration::from_secs(args.liveness_s));
+        let queued = queue_length(&cluster).unwrap_or(0);
+        let bound =
+            Duration::from_secs(args.liveness_s) + backlog_allowance(queued, cluster.nodes.len());
+        recorder.set_liveness_bound_ms(bound.as_millis() as u64);
+        let drained = drain(&cluster, bound);
         let window = Duration::from_millis(corral_jepsen::checkers::rejoin::REJOIN_WITHIN + 1_000);
         std::thread::sleep(window.saturating_sub(healed_at.elapsed()));
         if let Some((leader, term)) = cluster.leader() {
@@ -502,6 +508,28 @@ fn observe_leaders(cluster: &Cluster, recorder: &Recorder, stop: &AtomicBool) {
 
 /// Waits until no job is pending or running, up to `patience`; how long it
 /// took, or `None` when jobs were left.
+/// The longest trainer the workload runs, seconds (250 steps of 100 ms).
+const LONGEST_TRAINER_S: u64 = 25;
+
+/// What a backlog of `queued` unfinished jobs needs beyond the first round
+/// of a cluster of `nodes`: each node runs at least two of the workload's
+/// jobs at once (4 GPUs of 8 each, or one rank of a 2-node gang), and each
+/// further round is counted at the longest trainer.
+fn backlog_allowance(queued: usize, nodes: usize) -> Duration {
+    let slots = (nodes * 2).max(1);
+    let rounds = queued.div_ceil(slots).saturating_sub(1) as u64;
+    Duration::from_secs(rounds * LONGEST_TRAINER_S)
+}
+
+/// How many jobs the queue holds now (pending and running).
+fn queue_length(cluster: &Cluster) -> Option<usize> {
+    let out = cluster
+        .corral(&["--json", "queue"], Duration::from_secs(10))
+        .ok()?;
+    let queue: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    queue.as_array().map(Vec::len)
+}
+
 fn drain(cluster: &Cluster, patience: Duration) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < patience {
@@ -538,4 +566,19 @@ fn summary(history: &History, verdicts: &[Verdict], drained: Option<Duration>) {
     );
     print!("{}", recovery_table(&recovery(history)));
     print!("{}", verdict_table(verdicts));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_beyond_one_round_of_slots_lengthens_the_drain() {
+        assert_eq!(backlog_allowance(0, 4), Duration::ZERO);
+        assert_eq!(backlog_allowance(8, 4), Duration::ZERO, "one round");
+        assert_eq!(backlog_allowance(9, 4), Duration::from_secs(25));
+        // The 300 s scenario's backlog: ~600 jobs on 4 nodes.
+        assert_eq!(backlog_allowance(600, 4), Duration::from_secs(74 * 25));
+        assert_eq!(backlog_allowance(3, 0), Duration::from_secs(50));
+    }
 }

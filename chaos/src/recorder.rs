@@ -27,6 +27,16 @@ impl Recorder {
         }
     }
 
+    /// Sets the bound the liveness checker holds the drain to (known once
+    /// the backlog at the last heal is).
+    pub fn set_liveness_bound_ms(&self, bound_ms: u64) {
+        self.history
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .header
+            .liveness_bound_ms = bound_ms;
+    }
+
     /// Milliseconds since the run began.
     pub fn now(&self) -> u64 {
         self.started.elapsed().as_millis() as u64

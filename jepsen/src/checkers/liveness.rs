@@ -24,10 +24,21 @@ pub fn check(history: &History) -> Verdict {
         .max()
         .unwrap_or(0);
     let deadline = healed + bound;
+    // A leader shows by a `Leader` event (a new term's), by dispatching, or
+    // by answering the observer's `Replicas` reading: one that led through
+    // the fault and after it starts no term.
     let leader_after = history
         .events
         .iter()
-        .find(|e| e.t >= healed && matches!(e.kind, EventKind::Leader { .. }))
+        .find(|e| {
+            e.t >= healed
+                && matches!(
+                    e.kind,
+                    EventKind::Leader { .. }
+                        | EventKind::Dispatch { .. }
+                        | EventKind::Replicas { .. }
+                )
+        })
         .map(|e| e.t);
     match leader_after {
         Some(t) if t > deadline => verdict.violation(
@@ -133,8 +144,30 @@ mod tests {
     }
 
     #[test]
-    fn a_stuck_job_and_a_missing_leader_are_caught() {
+    fn a_leader_that_led_through_the_fault_is_seen_by_its_readings() {
+        // No new term after the heal: the leader of before answers the
+        // observer's reading (the 300 s bridge run: "first leader seen
+        // 120,686 ms" after the heal, while controller-3 led throughout).
         let mut b = healed_at(50);
+        b.final_job(finished(1, "w1"));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("leader_after_heal_ms"), Some(5.0));
+    }
+
+    #[test]
+    fn a_stuck_job_and_a_missing_leader_are_caught() {
+        let mut b = Builder::new();
+        b.event(
+            10,
+            EventKind::FaultBegin {
+                fault: 1,
+                kind: "kill-leader".into(),
+                target: "controller-1".into(),
+                cut_off: Vec::new(),
+            },
+        )
+        .event(50, EventKind::FaultHealed { fault: 1 });
         let mut stuck = finished(1, "w1");
         stuck.state = "RUNNING".into();
         b.final_job(stuck);
