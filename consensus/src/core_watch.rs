@@ -9,7 +9,7 @@
 //! as long as [`crate::RaftTiming::core_hold_limit`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -27,6 +27,8 @@ pub struct CoreWatch {
     origin: Instant,
     /// Microseconds after `origin` of the last answer.
     answered_us: Arc<AtomicU64>,
+    /// Set once the core refused a probe: it stopped, and never answers again.
+    stopped: Arc<AtomicBool>,
 }
 
 impl CoreWatch {
@@ -36,6 +38,7 @@ impl CoreWatch {
         CoreWatch {
             origin: Instant::now(),
             answered_us: Arc::new(AtomicU64::new(0)),
+            stopped: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -51,6 +54,7 @@ impl CoreWatch {
                 // Waits as long as the core is held: the answer's time is the
                 // reading.
                 if raft.with_raft_state(|_| ()).await.is_err() {
+                    probe.stopped.store(true, Ordering::Relaxed);
                     return;
                 }
                 probe.answered(Instant::now());
@@ -65,8 +69,17 @@ impl CoreWatch {
         self.answered_us.fetch_max(us, Ordering::Relaxed);
     }
 
-    /// How long ago, at `now`, the core last answered.
+    /// True once the core stopped (it refused a probe).
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// How long ago, at `now`, the core last answered (forever, once it
+    /// stopped).
     pub fn silent_for(&self, now: Instant) -> Duration {
+        if self.stopped() {
+            return Duration::MAX;
+        }
         let answered =
             self.origin + Duration::from_micros(self.answered_us.load(Ordering::Relaxed));
         now.saturating_duration_since(answered)
@@ -99,5 +112,7 @@ mod tests {
         // An older answer noted late changes nothing.
         watch.answered(at(100));
         assert_eq!(watch.silent_for(at(300)), Duration::from_millis(50));
+        watch.stopped.store(true, Ordering::Relaxed);
+        assert!(!watch.answered_within(at(300), Duration::from_secs(3600)));
     }
 }

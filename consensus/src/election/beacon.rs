@@ -57,11 +57,12 @@ pub struct BeaconAnswer {
     pub term: u64,
 }
 
-/// Whether a replica with `vote`, leading or not, whose core answered within
-/// the hold limit or not, follows the leader that asks.
-pub fn follows(request: &BeaconRequest, vote: &Vote, leads: bool, core_answers: bool) -> bool {
+/// Whether a replica with `vote`, in the follower state (running, not
+/// leading, not standing) or not, whose core answered within the hold limit
+/// or not, follows the leader that asks.
+pub fn follows(request: &BeaconRequest, vote: &Vote, follower: bool, core_answers: bool) -> bool {
     core_answers
-        && !leads
+        && follower
         && vote.is_committed()
         && vote.leader_id().term == request.term
         && vote.leader_id().voted_for() == Some(request.leader)
@@ -131,14 +132,28 @@ pub enum Due {
     Quiet,
     /// Send a beacon.
     Send,
-    /// Due, but this replica's core has been silent past the hold limit: it
-    /// does not vouch for itself.
-    Withheld,
+    /// Due, but openraft's contact (or the core) has been missing past the
+    /// hold limit: the leader does not vouch for itself.
+    Withheld(Withheld),
+}
+
+/// Why the beacon is withheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// The core has been silent for most of the time openraft's contact is
+    /// missing: its disk holds it, or it is stuck.
+    CoreHeld,
+    /// The core answers, but openraft hears no majority: it cannot replicate.
+    NoReplication,
 }
 
 /// The leader side, pure: what to do at `now`, given openraft's last
 /// contact with a majority (`None`: not leading) and how long the core has
-/// been silent.
+/// been silent. The beacon stands in for openraft for at most the hold
+/// limit: a held core hears its majority again as soon as it is freed, so
+/// openraft's own contact missing for longer means it cannot replicate
+/// (a link too slow for AppendEntries, a replication that died), and the
+/// leader must step down as it would without a beacon.
 pub fn due(
     now: Instant,
     raft_contact: Option<Instant>,
@@ -148,10 +163,18 @@ pub fn due(
     let Some(contact) = raft_contact else {
         return Due::Quiet;
     };
-    if now.saturating_duration_since(contact) <= timing.after {
+    let late = now.saturating_duration_since(contact);
+    if late <= timing.after {
         Due::Quiet
-    } else if core_silent > timing.hold_limit {
-        Due::Withheld
+    } else if core_silent > timing.hold_limit || late > timing.hold_limit {
+        // The core's silence counts from its last answer to a probe, a few
+        // tens of ms after openraft's last contact when the core is what
+        // holds it up.
+        Due::Withheld(if core_silent >= late / 2 {
+            Withheld::CoreHeld
+        } else {
+            Withheld::NoReplication
+        })
     } else {
         Due::Send
     }
@@ -191,8 +214,7 @@ impl LeaderBeacon {
         let mut was = Due::Quiet;
         loop {
             while rounds.try_join_next().is_some() {}
-            let leading = leadership.borrow().clone();
-            if !leading.is_self {
+            if !leadership.borrow().is_self {
                 was = Due::Quiet;
                 if leadership.changed().await.is_err() {
                     return;
@@ -200,6 +222,16 @@ impl LeaderBeacon {
                 continue;
             }
             every.tick().await;
+            // Read after the wait: a leader that stepped down meanwhile
+            // sends nothing.
+            let leading = leadership.borrow().clone();
+            if !leading.is_self {
+                continue;
+            }
+            // Raft stopped (its metrics' sender is gone), or its core did.
+            if leadership.has_changed().is_err() || self.core.stopped() {
+                return;
+            }
             let now = Instant::now();
             let silent = self.core.silent_for(now);
             let now_due = due(now, *raft_contact.borrow(), silent, &timing);
@@ -234,17 +266,21 @@ impl LeaderBeacon {
 
 /// Logs the beacon's changes of mind, not its every turn.
 fn say(was: Due, now: Due, silent: Duration, timing: &BeaconTiming) {
+    let limit_ms = timing.hold_limit.as_millis();
     match (was, now) {
         (Due::Quiet, Due::Send) => tracing::debug!(
             core_silent_ms = silent.as_millis() as u64,
             "openraft's heartbeats are late: the beacon speaks for this leader"
         ),
-        (_, Due::Withheld) if was != Due::Withheld => tracing::warn!(
+        (Due::Withheld(_), Due::Withheld(_)) => {}
+        (_, Due::Withheld(Withheld::CoreHeld)) => tracing::warn!(
             core_silent_ms = silent.as_millis() as u64,
-            "this leader's Raft core has not answered for over {} ms (its disk holds the log's writes, or the core is stuck): it no longer vouches for itself, so replicas that can commit elect a leader",
-            timing.hold_limit.as_millis()
+            "this leader's Raft core has not answered for over {limit_ms} ms (its disk holds the log's writes, or the core is stuck): it no longer vouches for itself, so replicas that can commit elect a leader"
         ),
-        (Due::Withheld, Due::Send | Due::Quiet) => {
+        (_, Due::Withheld(Withheld::NoReplication)) => tracing::warn!(
+            "no majority has acknowledged this leader's replication for over {limit_ms} ms although its core answers: the beacon no longer stands in for it, and it steps down"
+        ),
+        (Due::Withheld(_), Due::Send | Due::Quiet) => {
             tracing::info!("this leader's Raft core answers again")
         }
         _ => {}
@@ -364,39 +400,45 @@ mod tests {
         assert_eq!(due(at(91), Some(at(0)), ms(91), &TIMING), Due::Send);
         assert_eq!(due(at(3_000), Some(at(0)), ms(3_000), &TIMING), Due::Send);
         assert_eq!(
-            due(at(3_001), Some(at(0)), ms(3_001), &TIMING),
-            Due::Withheld,
+            due(at(3_001), Some(at(3_000)), ms(3_001), &TIMING),
+            Due::Quiet,
+            "openraft's contact is back: nothing to stand in for"
+        );
+        assert_eq!(
+            due(at(3_091), Some(at(0)), ms(3_040), &TIMING),
+            Due::Withheld(Withheld::CoreHeld),
             "a core held past the limit is not vouched for"
         );
-        // The followers are held, not this core: still sent.
-        assert_eq!(due(at(5_000), Some(at(0)), ms(20), &TIMING), Due::Send);
+        // The followers are held, not this core: sent, up to the limit.
+        assert_eq!(due(at(2_500), Some(at(0)), ms(20), &TIMING), Due::Send);
+        assert_eq!(
+            due(at(3_001), Some(at(0)), ms(20), &TIMING),
+            Due::Withheld(Withheld::NoReplication),
+            "a core that answers but cannot replicate for longer steps down"
+        );
+        // Contact lapsed just before the core's silence reached the limit.
+        assert_eq!(
+            due(at(3_001), Some(at(0)), ms(2_960), &TIMING),
+            Due::Withheld(Withheld::CoreHeld)
+        );
     }
 
     #[test]
     fn a_follower_follows_only_its_committed_leader_while_its_core_answers() {
         let ask = BeaconRequest { term: 4, leader: 1 };
         let committed = Vote::new_committed(4, 1);
-        assert!(follows(&ask, &committed, false, true));
-        assert!(!follows(&ask, &committed, false, false), "its core is held");
-        assert!(!follows(&ask, &committed, true, true), "it leads itself");
+        let follower = |vote: &Vote| follows(&ask, vote, true, true);
+        assert!(follower(&committed));
+        assert!(!follows(&ask, &committed, true, false), "its core is held");
         assert!(
-            !follows(&ask, &Vote::new(4, 1), false, true),
-            "not committed"
+            !follows(&ask, &committed, false, true),
+            "it leads, stands or stopped"
         );
-        assert!(
-            !follows(&ask, &Vote::new_committed(5, 2), false, true),
-            "a later term"
-        );
-        assert!(
-            !follows(&ask, &Vote::new_committed(4, 2), false, true),
-            "another leader"
-        );
-        assert!(!follows(
-            &BeaconRequest { term: 5, leader: 1 },
-            &committed,
-            false,
-            true
-        ));
+        assert!(!follower(&Vote::new(4, 1)), "not committed");
+        assert!(!follower(&Vote::new_committed(5, 2)), "a later term");
+        assert!(!follower(&Vote::new_committed(4, 2)), "another leader");
+        let later = BeaconRequest { term: 5, leader: 1 };
+        assert!(!follows(&later, &committed, true, true));
     }
 
     #[test]

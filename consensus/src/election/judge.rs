@@ -93,12 +93,13 @@ impl Judge {
     pub fn beacon(&self, request: &BeaconRequest) -> BeaconAnswer {
         let now = Instant::now();
         let metrics = self.raft.metrics();
-        let (vote, leads, term) = {
+        let (vote, follower, term) = {
             let m = metrics.borrow();
-            (m.vote, m.state == ServerState::Leader, m.current_term)
+            let follower = m.state == ServerState::Follower && m.running_state.is_ok();
+            (m.vote, follower, m.current_term)
         };
         let core_answers = self.core.answered_within(now, self.core_hold_limit);
-        let follows = beacon::follows(request, &vote, leads, core_answers);
+        let follows = beacon::follows(request, &vote, follower, core_answers);
         if follows {
             self.beacon_contact.heard(request, now);
         }
