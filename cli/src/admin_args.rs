@@ -13,6 +13,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use corral_proto::admin::AdminChange;
 use corral_state::account::{Account, ROOT_ACCOUNT, User};
 use corral_state::node::{GpuDefinition, MAX_GPUS_PER_NODE, NodeDefinition};
+use corral_state::node_liveness::NodeLiveness;
 use corral_state::partition::{Partition, PreemptMode};
 use corral_state::qos::Qos;
 use corral_state::reservation::Reservation;
@@ -63,6 +64,36 @@ pub enum AdminArgs {
     /// Compute nodes and their hardware.
     #[command(subcommand)]
     Node(NodeArgs),
+    /// How long nodes may be silent: the agents' heartbeat and lease, and the
+    /// margin before a silent node is declared down (`scontrol show config`
+    /// shows them).
+    #[command(subcommand)]
+    Liveness(LivenessArgs),
+}
+
+/// `corral admin liveness ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum LivenessArgs {
+    /// Set the cluster's settings, checked against each other (a lease of at
+    /// least four heartbeats, a margin of at least 2 s). Agents attach again
+    /// to hear them; for a while the leader declares a silent node down only
+    /// after the longer of the old and new timeouts.
+    Set(LivenessSet),
+}
+
+/// `corral admin liveness set`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct LivenessSet {
+    /// Agents heartbeat every this many ms.
+    #[arg(long)]
+    pub heartbeat_ms: u64,
+    /// An agent no leader acknowledged for this long kills its jobs, ms.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// After a lapsed lease, the leader waits this long before it declares the
+    /// node down and runs its jobs elsewhere, ms.
+    #[arg(long)]
+    pub down_margin_ms: u64,
 }
 
 /// `corral admin account ...`.
@@ -352,8 +383,26 @@ impl AdminArgs {
             }
             AdminArgs::Node(NodeArgs::Define(define)) => node_change(define),
             AdminArgs::Node(NodeArgs::Remove { name }) => node_removal(&name),
+            AdminArgs::Liveness(LivenessArgs::Set(set)) => liveness_change(set),
         }
     }
+}
+
+/// Checked here as the cluster checks them, so a refusal names the flag.
+fn liveness_change(set: LivenessSet) -> Result<AdminChange, AdminArgsError> {
+    let liveness = NodeLiveness {
+        heartbeat_ms: set.heartbeat_ms,
+        lease_ms: set.lease_ms,
+        down_margin_ms: set.down_margin_ms,
+    };
+    liveness.check().map_err(|refusal| {
+        AdminArgsError::Invalid(format!(
+            "--{}: {}",
+            refusal.setting.replace('_', "-"),
+            refusal.reason
+        ))
+    })?;
+    Ok(AdminChange::SetLiveness(liveness))
 }
 
 fn account_change(set: AccountSet) -> AdminChange {

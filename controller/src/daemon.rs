@@ -84,6 +84,7 @@ impl Controller {
             schedule_interval: Duration::from_millis(config.leader.schedule_interval_ms.max(1)),
             tick_interval: Duration::from_millis(config.leader.tick_interval_ms.max(1)),
             preempt_send_user_signal: config.leader.preempt_send_user_signal,
+            file_liveness: config.liveness,
         };
         let kill_wait_ms = config.leader.kill_wait_ms;
         let committed = Arc::new(Notify::new());
@@ -105,7 +106,7 @@ impl Controller {
                 stop_loop.subscribe(),
             ))
         });
-        let liveness = config.liveness.clone();
+        let liveness = config.liveness;
         let gateway_wake = Arc::clone(&wake);
         let agents = AgentSessions::default();
         let clock_watch = tokio::spawn(crate::clock_skew::watch(
@@ -153,8 +154,7 @@ impl Controller {
             SessionContext {
                 replica: Arc::clone(&replica),
                 cluster_name,
-                heartbeat_ms: liveness.agent_heartbeat_ms,
-                lease_ms: liveness.agent_lease_ms,
+                file_liveness: liveness,
                 kill_grace_ms: kill_wait_ms,
                 heartbeats,
                 confirmation: LeaderConfirmation::default(),
@@ -163,7 +163,6 @@ impl Controller {
                 committed,
                 agents,
             },
-            Duration::from_millis(liveness.down_after_ms()),
         )?;
         tracing::info!(%api_addr, peer = %replica.peer_addr(), "controller started; agents connect to the same port over UDP");
         Ok(Controller {

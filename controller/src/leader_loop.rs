@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use corral_consensus::{ProposeError, Replica};
 use corral_state::Command;
+use corral_state::node_liveness::NodeLiveness;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::agent_gateway::liveness::Heartbeats;
+use crate::agent_gateway::liveness::{Heartbeats, leader_actor};
 use crate::clock;
 use crate::retry_pause::RetryPause;
 
@@ -27,6 +28,9 @@ pub struct LeaderLoopSettings {
     /// `[leader] preempt_send_user_signal` (Slurm's SlurmctldParameters
     /// option): a victim's preemption notice is its own `--signal`.
     pub preempt_send_user_signal: bool,
+    /// This controller's file's `[liveness]`: set as the cluster's when it
+    /// has none yet (see [`settle_liveness`]).
+    pub file_liveness: NodeLiveness,
 }
 
 /// Counters the loop keeps, for tests and logs.
@@ -144,6 +148,9 @@ async fn lead(
     if let Err(NotLeading) = propose(replica, format).await {
         return Term::Refused;
     }
+    if let Err(NotLeading) = settle_liveness(replica, &timing.file_liveness).await {
+        return Term::Refused;
+    }
     tracing::info!(
         term = leadership.borrow().term,
         "leading: scheduling passes and ticks start"
@@ -218,6 +225,49 @@ enum Work {
 }
 
 struct NotLeading;
+
+/// At a term's start: a cluster without liveness settings (new, or
+/// upgraded from a build that kept them per controller) gets this file's;
+/// one that has them keeps them, and a file that says otherwise is named in
+/// the log, since its values are not the ones used.
+async fn settle_liveness(replica: &Replica, file: &NodeLiveness) -> Result<(), NotLeading> {
+    let replicated = match replica.read_local(|s| s.liveness().map(|l| l.current)) {
+        Ok(replicated) => replicated,
+        Err(e) => {
+            tracing::warn!("cannot read the cluster's liveness settings: {e}");
+            return Ok(());
+        }
+    };
+    match replicated {
+        None => {
+            tracing::info!(
+                heartbeat_ms = file.heartbeat_ms,
+                lease_ms = file.lease_ms,
+                down_margin_ms = file.down_margin_ms,
+                "the cluster has no liveness settings yet: setting this controller's [liveness]"
+            );
+            let set = Command::SetLiveness {
+                liveness: *file,
+                by: leader_actor(),
+                at: clock::now(),
+            };
+            propose(replica, set).await
+        }
+        Some(cluster) if cluster != *file => {
+            tracing::warn!(
+                "this controller's [liveness] (heartbeat {} ms, lease {} ms, margin {} ms) differs from the cluster's (heartbeat {} ms, lease {} ms, margin {} ms), which are the ones used: change them with `corral admin liveness set`, and the file to match",
+                file.heartbeat_ms,
+                file.lease_ms,
+                file.down_margin_ms,
+                cluster.heartbeat_ms,
+                cluster.lease_ms,
+                cluster.down_margin_ms
+            );
+            Ok(())
+        }
+        Some(_) => Ok(()),
+    }
+}
 
 async fn propose(replica: &Replica, command: Command) -> Result<(), NotLeading> {
     match replica.propose(command).await {

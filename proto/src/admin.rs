@@ -8,6 +8,7 @@ use corral_state::command::Command;
 use corral_state::config::ClusterConfig;
 use corral_state::ids::Actor;
 use corral_state::node::NodeDefinition;
+use corral_state::node_liveness::NodeLiveness;
 use corral_state::partition::Partition;
 use corral_state::qos::Qos;
 use corral_state::reservation::Reservation;
@@ -48,6 +49,8 @@ pub enum AdminChange {
     SetReservation(Reservation),
     /// Delete a reservation.
     DeleteReservation(String),
+    /// Set the nodes' heartbeat, lease and down margin.
+    SetLiveness(NodeLiveness),
 }
 
 impl AdminChange {
@@ -68,6 +71,7 @@ impl AdminChange {
             AdminChange::SetTopology(topology) => Command::SetTopology { topology, by },
             AdminChange::SetReservation(reservation) => Command::SetReservation { reservation, by },
             AdminChange::DeleteReservation(name) => Command::DeleteReservation { name, by },
+            AdminChange::SetLiveness(liveness) => Command::SetLiveness { liveness, by, at },
         }
     }
 }

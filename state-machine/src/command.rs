@@ -11,6 +11,7 @@ use crate::ids::{Actor, AttemptNumber, JobId};
 use crate::job::{BatchScript, ExitStatus, JobSpec, NodeAllocation, PendingReason};
 use crate::job_update::JobUpdate;
 use crate::node::NodeDefinition;
+use crate::node_liveness::NodeLiveness;
 use crate::partition::Partition;
 use crate::qos::Qos;
 use crate::reservation::Reservation;
@@ -542,6 +543,15 @@ pub enum Command {
         /// Leader time.
         at: Timestamp,
     },
+    /// Set the agents' heartbeat and lease and the down margin (format 5).
+    SetLiveness {
+        /// The settings.
+        liveness: NodeLiveness,
+        /// Who.
+        by: Actor,
+        /// Leader time: the replaced settings count for a while after it.
+        at: Timestamp,
+    },
 }
 
 /// The leader time a command carries, by reference: one list of the commands
@@ -573,7 +583,8 @@ macro_rules! time_slot {
             | ApplicationXid { at, .. }
             | AttemptLost { at, .. }
             | StepStarted { at, .. }
-            | StepEnded { at, .. } => Some(at),
+            | StepEnded { at, .. }
+            | SetLiveness { at, .. } => Some(at),
             Hold { .. }
             | ResumeNode { .. }
             | ResumeGpu { .. }

@@ -295,6 +295,7 @@ impl From<ClusterStateV1> for ClusterState {
             accounting,
             submit_keys,
             unfinished_index: Default::default(),
+            liveness: None,
         }
     }
 }

@@ -420,6 +420,7 @@ impl From<ClusterStateV2> for ClusterState {
             accounting,
             submit_keys,
             unfinished_index: Default::default(),
+            liveness: None,
         }
     }
 }

@@ -18,6 +18,12 @@ pub fn check(state: &ClusterState) -> Result<(), String> {
     check_node_usage(state)?;
     check_accounting(state)?;
     state.submit_keys.check(state.clock, state.next_job_id)?;
+    if let Some(settings) = &state.liveness {
+        settings
+            .current
+            .check()
+            .map_err(|refusal| format!("liveness settings in force are invalid: {refusal}"))?;
+    }
     Ok(())
 }
 

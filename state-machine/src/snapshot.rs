@@ -11,19 +11,22 @@
 //! entry names, so that a format-3 replica stops there instead of applying
 //! those entries by the old rule; a format-3 snapshot is read as it is. A
 //! format-1 snapshot is read through the frozen shapes of [`crate::format_v1`],
-//! a format-2 one through those of [`crate::format_v2`].
+//! a format-2 one through those of [`crate::format_v2`]. Format 5 added the
+//! nodes' liveness settings to the state (`Command::SetLiveness`); formats 3
+//! and 4 are read through [`crate::format_v4`].
 
 use sha2::{Digest, Sha256};
 
 use crate::format_v1::ClusterStateV1;
 use crate::format_v2::ClusterStateV2;
+use crate::format_v4::ClusterStateV4;
 use crate::state::ClusterState;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"CORRALSS";
-/// The format this build writes. Formats 1 and 2 are read and migrated;
-/// format 3 has format 4's shapes.
-pub const FORMAT_VERSION: u32 = 4;
+/// The format this build writes. Formats 1 to 4 are read and migrated
+/// (format 3 has format 4's shapes).
+pub const FORMAT_VERSION: u32 = 5;
 const HEADER_LEN: usize = 8 + 4 + 8;
 const CHECKSUM_LEN: usize = 32;
 
@@ -137,6 +140,11 @@ pub fn decode(bytes: &[u8]) -> Result<ClusterState, SnapshotError> {
             .map(ClusterState::from)
             .map_err(undecodable);
     }
-    // Formats 3 and 4 share their shapes.
+    if version <= 4 {
+        // Formats 3 and 4 share their shapes.
+        return postcard::from_bytes::<ClusterStateV4>(body)
+            .map(ClusterState::from)
+            .map_err(undecodable);
+    }
     postcard::from_bytes(body).map_err(undecodable)
 }

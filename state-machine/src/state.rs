@@ -13,6 +13,7 @@ use crate::ids::JobId;
 use crate::job::{BatchScript, Job};
 use crate::job_table::{JobChanges, JobTable};
 use crate::node::Node;
+use crate::node_liveness::LivenessSettings;
 use crate::partition::Partition;
 use crate::qos::Qos;
 use crate::rejection::Rejection;
@@ -51,6 +52,10 @@ pub struct ClusterState {
     /// Unfinished jobs per association, derived (not encoded, not compared).
     #[serde(skip)]
     pub(crate) unfinished_index: UnfinishedIndex,
+    /// The agents' heartbeat and lease and the down margin, once set
+    /// (format 5; a state of an older format has none until its first
+    /// leader of this build sets them from its file).
+    pub(crate) liveness: Option<LivenessSettings>,
 }
 
 impl Default for ClusterState {
@@ -88,6 +93,7 @@ impl ClusterState {
             accounting: Accounting::default(),
             submit_keys: SubmitKeys::default(),
             unfinished_index: UnfinishedIndex::default(),
+            liveness: None,
         }
     }
 
@@ -99,6 +105,10 @@ impl ClusterState {
     /// Cluster-wide settings.
     pub fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+    /// The nodes' liveness settings, once set (`SetLiveness`).
+    pub fn liveness(&self) -> Option<&LivenessSettings> {
+        self.liveness.as_ref()
     }
     /// The latest leader time applied.
     pub fn clock(&self) -> Timestamp {

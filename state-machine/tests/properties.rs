@@ -151,6 +151,14 @@ enum Op {
         user: u8,
         key: u8,
     },
+    /// New liveness settings, valid or not (a short margin or lease is
+    /// refused and must change nothing).
+    SetLiveness {
+        heartbeat_ms: u16,
+        lease_ms: u16,
+        down_margin_ms: u16,
+        admin: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -191,6 +199,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), 0..GPUS as u8).prop_map(|(node, gpu)| Op::ResumeGpu { node, gpu }),
         1 => (0..3u8).prop_map(|user| Op::SubmitIntoReservation { user }),
         2 => (0..3u8, 0..4u8).prop_map(|(user, key)| Op::KeyedSubmit { user, key }),
+        1 => (0..1000u16, 0..20_000u16, 0..8_000u16, prop::bool::weighted(0.9))
+            .prop_map(|(heartbeat_ms, lease_ms, down_margin_ms, admin)| Op::SetLiveness { heartbeat_ms, lease_ms, down_margin_ms, admin }),
     ]
 }
 
@@ -635,6 +645,20 @@ fn to_command(state: &ClusterState, op: &Op) -> Option<Command> {
                 by: admin(),
             }
         }
+        Op::SetLiveness {
+            heartbeat_ms,
+            lease_ms,
+            down_margin_ms,
+            admin: as_admin,
+        } => Command::SetLiveness {
+            liveness: corral_state::node_liveness::NodeLiveness {
+                heartbeat_ms: u64::from(heartbeat_ms),
+                lease_ms: u64::from(lease_ms),
+                down_margin_ms: u64::from(down_margin_ms),
+            },
+            by: if as_admin { admin() } else { user("alice") },
+            at: now,
+        },
         Op::Unreserve => Command::DeleteReservation {
             name: "r".into(),
             by: admin(),

@@ -6,7 +6,9 @@
 //!
 //! The fixtures are `postcard::to_stdvec(&history())` and
 //! `snapshot::encode(&applied_now())` as the format-1 build wrote them, and the
-//! same of `history_format2()` as the format-2 build did. When a
+//! same of `history_format2()` as the format-2 build did; `format4-snapshot.bin`
+//! is `snapshot::encode(&applied_format2_now())` as the format-4 build wrote it
+//! (commit af607ce). When a
 //! stored shape changes again, freeze its old shape (as `corral_state::format_v1`
 //! does), write the current format's fixtures with the build before the change,
 //! and test them here.
@@ -25,6 +27,7 @@ const FORMAT1_COMMANDS: &[u8] = include_bytes!("fixtures/format1-commands.bin");
 const FORMAT1_SNAPSHOT: &[u8] = include_bytes!("fixtures/format1-snapshot.bin");
 const FORMAT2_COMMANDS: &[u8] = include_bytes!("fixtures/format2-commands.bin");
 const FORMAT2_SNAPSHOT: &[u8] = include_bytes!("fixtures/format2-snapshot.bin");
+const FORMAT4_SNAPSHOT: &[u8] = include_bytes!("fixtures/format4-snapshot.bin");
 /// Format 2's `SetAccount`, `SetUser`, `Submit` and a fully set `UpdateJob`,
 /// written by the format-2 build (commit 5d73a48).
 const FORMAT2_ADMIN_COMMANDS: &[u8] = include_bytes!("fixtures/format2-admin-commands.bin");
@@ -263,21 +266,51 @@ fn a_current_snapshot_keeps_what_older_formats_could_not_hold() {
 
 /// Format 4 changed a rule (an exit during a preemption's grace is the
 /// preemption's), not a shape: a snapshot a format-3 build wrote is read as
-/// it is, and a format newer than this build's is refused.
+/// format 4's; a format newer than this build's is refused.
 #[test]
 fn a_format3_snapshot_reads_as_format_4_and_a_newer_one_is_refused() {
-    let mut state = cluster(2, 8);
-    let id = submit(&mut state, spec("alice", 1, 8), at(5));
-    let mut bytes = snapshot::encode(&state).expect("encodes");
+    let mut bytes = FORMAT4_SNAPSHOT.to_vec();
     bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     let back = snapshot::decode(&bytes).expect("a format-3 snapshot decodes");
-    assert_eq!(back, state);
-    assert!(back.job(id).is_some());
-    bytes[8..12].copy_from_slice(&(snapshot::FORMAT_VERSION + 1).to_le_bytes());
+    assert_eq!(back, applied_format2_now());
+    let mut newer = snapshot::encode(&back).expect("encodes");
+    newer[8..12].copy_from_slice(&(snapshot::FORMAT_VERSION + 1).to_le_bytes());
     assert!(matches!(
-        snapshot::decode(&bytes),
+        snapshot::decode(&newer),
         Err(snapshot::SnapshotError::UnsupportedVersion { .. })
     ));
+}
+
+/// Format 5 added the nodes' liveness settings to the state: a format-4
+/// snapshot decodes to the same state with none set, and a current one keeps
+/// them.
+#[test]
+fn a_format4_snapshot_decodes_without_liveness_settings_and_a_current_one_keeps_them() {
+    assert_eq!(FORMAT4_SNAPSHOT[8..12], 4u32.to_le_bytes());
+    let state = snapshot::decode(FORMAT4_SNAPSHOT).expect("format-4 snapshot decodes");
+    check_invariants(&state);
+    let now = applied_format2_now();
+    assert_eq!(state, now);
+    assert_eq!(state.digest(), now.digest());
+    assert_eq!(state.liveness(), None);
+
+    let mut state = state;
+    let liveness = corral_state::node_liveness::NodeLiveness {
+        heartbeat_ms: 250,
+        lease_ms: 4_000,
+        down_margin_ms: 3_000,
+    };
+    ok(
+        &mut state,
+        Command::SetLiveness {
+            liveness,
+            by: admin(),
+            at: at(100),
+        },
+    );
+    let back = snapshot::decode(&snapshot::encode(&state).expect("encodes")).expect("decodes");
+    assert_eq!(back.liveness().map(|l| l.current), Some(liveness));
+    assert_eq!(back, state);
 }
 
 /// The state `history_format2` leaves, applied by this build.

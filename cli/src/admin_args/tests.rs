@@ -428,3 +428,36 @@ fn built_changes_are_accepted_by_the_state_machine() {
     assert!(state.reservations().is_empty());
     assert!(!state.accounts().contains_key("nlp"));
 }
+
+#[test]
+fn liveness_set_builds_the_change_the_cluster_accepts_and_refuses_by_flag() {
+    let set =
+        change("liveness set --heartbeat-ms 250 --lease-ms 4000 --down-margin-ms 3000").unwrap();
+    let liveness = corral_state::node_liveness::NodeLiveness {
+        heartbeat_ms: 250,
+        lease_ms: 4_000,
+        down_margin_ms: 3_000,
+    };
+    assert_eq!(set, AdminChange::SetLiveness(liveness));
+    let mut state = cluster(2, 8);
+    state
+        .apply(set.into_command(admin(), at(10)))
+        .expect("the cluster accepts it");
+    assert_eq!(state.liveness().map(|l| l.current), Some(liveness));
+    check_invariants(&state);
+
+    let short = change("liveness set --heartbeat-ms 500 --lease-ms 10000 --down-margin-ms 500")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        short.starts_with("--down-margin-ms: 500 ms is too short"),
+        "{short}"
+    );
+    let lease = change("liveness set --heartbeat-ms 500 --lease-ms 1000 --down-margin-ms 5000")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        lease.contains("--lease-ms") && lease.contains("four heartbeats"),
+        "{lease}"
+    );
+}

@@ -8,6 +8,7 @@
 
 use corral_state::Timestamp;
 use corral_state::config::ClusterConfig;
+use corral_state::node_liveness::NodeLiveness;
 use corral_state::slurm::duration::{TimeLimit, format_time_limit};
 
 use super::datetime::format_timestamp;
@@ -35,6 +36,10 @@ pub struct ConfigRecord<'a> {
     pub controllers: &'a [String],
     /// When the settings were read (the state's clock).
     pub as_of: Timestamp,
+    /// The nodes' liveness settings in force, and whether they are the
+    /// cluster's (replicated) or the answering controller's file's (`None`:
+    /// an older controller did not say).
+    pub liveness: Option<(NodeLiveness, bool)>,
 }
 
 /// The whole text, without the controllers' UP/DOWN lines that scontrol
@@ -79,6 +84,13 @@ pub fn show_config(record: &ConfigRecord<'_>) -> String {
     if record.preempt_send_user_signal {
         pair("SlurmctldParameters", "preempt_send_user_signal".into());
     }
+    if let Some((liveness, _)) = record.liveness {
+        // How long the controller waits for a node before it sets it DOWN.
+        pair(
+            "SlurmdTimeout",
+            format!("{} sec", liveness.down_after_ms().div_ceil(1000)),
+        );
+    }
     pair("TopologyPlugin", topology_plugin(record).into());
 
     let mut own: Vec<(String, String)> = vec![
@@ -100,11 +112,32 @@ pub fn show_config(record: &ConfigRecord<'_>) -> String {
             duration(config.preempt_grace_seconds),
         ),
     ];
+    if let Some((liveness, replicated)) = record.liveness {
+        own.push((
+            "AgentHeartbeatInterval".into(),
+            format!("{} ms", liveness.heartbeat_ms),
+        ));
+        own.push(("AgentLease".into(), format!("{} ms", liveness.lease_ms)));
+        own.push((
+            "NodeDownMargin".into(),
+            format!("{} ms", liveness.down_margin_ms),
+        ));
+        own.push((
+            "NodeLivenessFrom".into(),
+            if replicated {
+                "cluster (corral admin liveness set)"
+            } else {
+                "the answering controller's [liveness] (none replicated yet)"
+            }
+            .into(),
+        ));
+    }
     if record.topology_switches > 0 && record.topology_blocks > 0 {
         // TopologyPlugin names the tree; the blocks are placed within too.
         own.push(("TopologyBlocks".into(), record.topology_blocks.to_string()));
     }
 
+    own.sort();
     let mut out = format!(
         "Configuration data as of {}\n",
         format_timestamp(record.as_of)
@@ -180,6 +213,7 @@ mod tests {
             preempt_send_user_signal: false,
             controllers,
             as_of: t(0),
+            liveness: Some((NodeLiveness::default(), true)),
         }
     }
 
@@ -214,13 +248,18 @@ SchedulerType           = sched/backfill
 SelectType              = select/cons_tres
 SlurmctldHost[0]        = 127.0.0.1:7201
 SlurmctldHost[1]        = 127.0.0.1:7202
+SlurmdTimeout           = 15 sec
 TopologyPlugin          = topology/tree
 
 Corral Configuration (no Slurm equivalent):
+AgentHeartbeatInterval  = 500 ms
+AgentLease              = 10000 ms
 BackfillReservations    = 16
 EnforceAssociations     = Yes
 MaxBatchRequeue         = 5
 MaxBatchSize            = 4194304 bytes
+NodeDownMargin          = 5000 ms
+NodeLivenessFrom        = cluster (corral admin liveness set)
 PreemptGraceTime        = 00:02:00
 "
         );

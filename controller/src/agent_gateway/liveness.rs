@@ -27,6 +27,7 @@ use corral_proto::roster::Roster;
 use corral_state::Command;
 use corral_state::ids::{Actor, Role};
 use corral_state::node::Availability;
+use corral_state::node_liveness::NodeLiveness;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -217,11 +218,13 @@ pub fn leader_actor() -> Actor {
 }
 
 /// Declares nodes down while this replica leads, and marks those silent for
-/// `not_responding_after` as not responding. Runs until `stop` turns true.
+/// a few heartbeats as not responding, by the cluster's liveness settings
+/// (this controller's `file_liveness` until it has some:
+/// [`super::cluster_liveness`]). Runs until `stop` turns true.
 pub async fn monitor(
     replica: Arc<Replica>,
     heartbeats: Heartbeats,
-    (not_responding_after, down_after): (Duration, Duration),
+    file_liveness: NodeLiveness,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = replica.leadership();
@@ -288,14 +291,18 @@ pub async fn monitor(
                 continue;
             }
         }
-        let Ok((up, roster)) = replica.read_local(|s| {
+        let Ok((up, roster, (not_responding_after, down_after))) = replica.read_local(|s| {
             let up: Vec<String> = s
                 .nodes()
                 .values()
                 .filter(|n| matches!(n.availability, Availability::Up { .. }))
                 .map(|n| n.name.clone())
                 .collect();
-            (up, roster_of(s))
+            (
+                up,
+                roster_of(s),
+                super::cluster_liveness::timeouts(s, &file_liveness),
+            )
         }) else {
             continue;
         };

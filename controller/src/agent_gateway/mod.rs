@@ -6,6 +6,7 @@
 //! reconciliation; the client API reaches the leader's sessions through the
 //! registry.
 
+pub mod cluster_liveness;
 pub mod liveness;
 pub mod node_majority;
 pub mod reconcile;
@@ -34,12 +35,12 @@ pub struct AgentGateway {
 
 impl AgentGateway {
     /// Listens on `addr` (UDP) and serves agents; declares nodes down after
-    /// `down_after` without a heartbeat.
+    /// the cluster's lease and margin without a heartbeat
+    /// ([`cluster_liveness`]).
     pub fn start(
         addr: SocketAddr,
         tls: &TlsMaterial,
         ctx: SessionContext,
-        down_after: Duration,
     ) -> anyhow::Result<AgentGateway> {
         let server = tls
             .quic_server_config()
@@ -47,14 +48,10 @@ impl AgentGateway {
         let endpoint = quinn::Endpoint::server(server, addr)
             .with_context(|| format!("cannot listen for agents on {addr} (UDP)"))?;
         let ctx = Arc::new(ctx);
-        // A few missed heartbeats (2 s at the default 500 ms) mark a node
-        // not responding; lease and margin declare it down.
-        let not_responding_after =
-            Duration::from_millis(ctx.heartbeat_ms.saturating_mul(4).max(2_000)).min(down_after);
         let monitor = tokio::spawn(liveness::monitor(
             Arc::clone(&ctx.replica),
             ctx.heartbeats.clone(),
-            (not_responding_after, down_after),
+            ctx.file_liveness,
             ctx.stopping.clone(),
         ));
         let confirm = tokio::spawn(liveness::confirm_leadership(

@@ -21,6 +21,7 @@ use corral_proto::agent::{
 };
 use corral_state::ids::AttemptNumber;
 use corral_state::job::{Job, JobState};
+use corral_state::node_liveness::NodeLiveness;
 use corral_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -37,10 +38,9 @@ pub struct SessionContext {
     pub replica: Arc<Replica>,
     /// `SLURM_CLUSTER_NAME`.
     pub cluster_name: String,
-    /// Agent heartbeat period.
-    pub heartbeat_ms: u64,
-    /// Agent lease.
-    pub lease_ms: u64,
+    /// This controller's file's heartbeat, lease and margin: used only until
+    /// the cluster has its own ([`super::cluster_liveness`]).
+    pub file_liveness: NodeLiveness,
     /// Between SIGTERM and SIGKILL when ending an attempt (`leader.kill_wait`,
     /// Slurm's KillWait).
     pub kill_grace_ms: u64,
@@ -71,6 +71,14 @@ const MAX_AGENT_FRAME_BYTES: usize = 1024 * 1024;
 const MAX_REPORTS_QUEUED: usize = 1024;
 /// Longest a write to an agent may take.
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// The liveness settings agents are told now: the cluster's, or the file's
+/// before it has any (or when the state cannot be read).
+fn liveness_in_force(ctx: &SessionContext) -> NodeLiveness {
+    ctx.replica
+        .read_local(|state| super::cluster_liveness::in_force(state, &ctx.file_liveness))
+        .unwrap_or(ctx.file_liveness)
+}
 
 /// Serves one connection until it ends, leadership moves, or the controller stops.
 pub async fn serve(ctx: Arc<SessionContext>, connection: quinn::Connection) {
@@ -184,11 +192,14 @@ async fn run(
         Err(e) => return Err(format!("registration not committed: {e}")),
     }
     ctx.wake_scheduler.notify_one();
+    // Read after the registration committed: the settings of the state it
+    // was applied to, or newer ones (which end the session at once, below).
+    let welcomed = liveness_in_force(ctx);
     write(
         send,
         &ControllerMessage::Welcome {
-            heartbeat_ms: ctx.heartbeat_ms,
-            lease_ms: ctx.lease_ms,
+            heartbeat_ms: welcomed.heartbeat_ms,
+            lease_ms: welcomed.lease_ms,
             cluster_name: ctx.cluster_name.clone(),
         },
     )
@@ -311,6 +322,21 @@ async fn run(
                 }
             }
             _ = ticks.tick() => {
+                // The agent holds the lease it was welcomed with: after a
+                // change it attaches again, here, to hear the new one.
+                let now_in_force = liveness_in_force(ctx);
+                if now_in_force != welcomed {
+                    tracing::info!(
+                        %node,
+                        lease_ms = now_in_force.lease_ms,
+                        heartbeat_ms = now_in_force.heartbeat_ms,
+                        was_lease_ms = welcomed.lease_ms,
+                        "the cluster's liveness settings changed: the agent attaches again to hear them"
+                    );
+                    let leader = leadership.borrow().leader.clone().map(|(_, addr)| addr.api);
+                    let _ = write(send, &ControllerMessage::NotLeader { leader }).await;
+                    break Ok(());
+                }
                 if let Err(e) = instruct(ctx, (&node, session_term), &mut memory, send).await {
                     break Err(e);
                 }

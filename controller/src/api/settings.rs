@@ -1,6 +1,7 @@
 //! `ClusterSettings` (scontrol show config): the replicated cluster settings
-//! (`ClusterConfig`), the shape of the configured topology, and the answering
-//! replica's own KillWait, MailProg and preemption notice. Anyone may read them, as any Slurm user may run
+//! (`ClusterConfig`) and nodes' liveness, the shape of the configured
+//! topology, and the answering replica's own KillWait, MailProg and
+//! preemption notice. Anyone may read them, as any Slurm user may run
 //! `scontrol show config`.
 
 use corral_proto::api::ClusterSettingsReply;
@@ -23,9 +24,14 @@ pub fn settings(ctx: &ApiContext) -> Result<ClusterSettingsReply, Status> {
     ctx.replica
         .read_local(|state| {
             let topology = state.topology();
+            let liveness =
+                crate::agent_gateway::cluster_liveness::in_force(state, &ctx.config.liveness);
             Ok(ClusterSettingsReply {
                 config_json: records::encode("cluster settings", state.config())
                     .map_err(|e| Status::internal(e.to_string()))?,
+                liveness_json: records::encode("liveness settings", &liveness)
+                    .map_err(|e| Status::internal(e.to_string()))?,
+                liveness_replicated: state.liveness().is_some(),
                 topology_switches: count(topology.switches.len()),
                 topology_blocks: count(topology.blocks.len()),
                 kill_wait_ms,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_consensus::{RaftTiming, ReplicaAddr};
+use corral_state::node_liveness::NodeLiveness;
 
 use super::definition::ClusterDefinition;
 use super::error::ConfigError;
@@ -32,8 +33,10 @@ pub struct ControllerConfig {
     pub raft: RaftSettings,
     /// Leader loop intervals.
     pub leader: LeaderSettings,
-    /// Node liveness timeouts.
-    pub liveness: LivenessSettings,
+    /// Node liveness timeouts as this file gives them: proposed by the first
+    /// leader of a cluster that has none replicated; after that the cluster's
+    /// (`corral admin liveness`) are the ones used.
+    pub liveness: NodeLiveness,
     /// Partitions, nodes, topology, accounts, users, QOS, settings.
     pub cluster: ClusterDefinition,
 }
@@ -116,24 +119,6 @@ pub struct LeaderSettings {
     /// job submitted with `--signal` gets that signal as its notice instead
     /// of SIGTERM (default false, as in Slurm).
     pub preempt_send_user_signal: bool,
-}
-
-/// Node liveness timeouts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LivenessSettings {
-    /// Agent heartbeat period, ms (default 500).
-    pub agent_heartbeat_ms: u64,
-    /// Agent lease, ms (default 10,000); at least four heartbeats.
-    pub agent_lease_ms: u64,
-    /// Wait after a lapsed lease before declaring the node down, ms (default 5,000).
-    pub down_margin_ms: u64,
-}
-
-impl LivenessSettings {
-    /// How long after its last heartbeat a node is declared down, ms.
-    pub fn down_after_ms(&self) -> u64 {
-        self.agent_lease_ms.saturating_add(self.down_margin_ms)
-    }
 }
 
 impl ControllerConfig {

@@ -18,8 +18,7 @@ mod validate;
 use std::path::Path;
 
 pub use controller::{
-    ControllerConfig, LeaderSettings, ListenAddrs, LivenessSettings, RaftSettings, ReplicaEntry,
-    TlsPaths,
+    ControllerConfig, LeaderSettings, ListenAddrs, RaftSettings, ReplicaEntry, TlsPaths,
 };
 pub use definition::{ClusterDefinition, NODES_PER_COMMAND};
 pub use error::ConfigError;

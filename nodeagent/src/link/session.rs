@@ -67,7 +67,12 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
     parts.supervisor.set_cluster_name(&cluster_name);
     parts.lease.renew(hello_sent, lease_length);
     parts.outbox.reconnected();
-    tracing::info!(%address, "attached to the leader");
+    tracing::info!(
+        %address,
+        lease_ms = lease_length.as_millis() as u64,
+        heartbeat_ms = heartbeat.as_millis() as u64,
+        "attached to the leader"
+    );
     let (frames_tx, mut frames) = mpsc::channel::<ControllerMessage>(READ_AHEAD);
     let reader = tokio::spawn(async move {
         loop {

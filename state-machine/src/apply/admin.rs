@@ -12,6 +12,7 @@ use crate::config::ClusterConfig;
 use crate::ids::{Actor, JobId};
 use crate::job::{Hold, JobState, PendingReason};
 use crate::node::{Node, NodeDefinition};
+use crate::node_liveness::{LivenessSettings, NodeLiveness};
 use crate::partition::Partition;
 use crate::qos::Qos;
 use crate::rejection::Rejection;
@@ -68,6 +69,29 @@ pub(super) fn set_config(
     }
     check_name("cluster", &config.cluster_name)?;
     state.config = config;
+    Ok(Outcome::Done)
+}
+
+/// Sets the nodes' liveness settings (validated against each other); the
+/// ones replaced still count for a transition (see [`crate::node_liveness`]).
+pub(super) fn set_liveness(
+    state: &mut ClusterState,
+    liveness: NodeLiveness,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<Outcome, Rejection> {
+    require_admin(by, "changing the nodes' liveness settings")?;
+    liveness
+        .check()
+        .map_err(|refusal| Rejection::InvalidConfig(refusal.to_string()))?;
+    state.liveness = Some(match state.liveness {
+        Some(settings) => settings.changed(liveness, now),
+        None => LivenessSettings {
+            current: liveness,
+            previous: None,
+            changed_at: now,
+        },
+    });
     Ok(Outcome::Done)
 }
 

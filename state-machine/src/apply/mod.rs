@@ -182,6 +182,7 @@ fn dispatch(
         } => nodes::drain_gpu(state, &node, gpu, reason, &by, now),
         ResumeGpu { node, gpu, by } => nodes::resume_gpu(state, &node, gpu, &by),
         SetConfig { config, by } => admin::set_config(state, config, &by),
+        SetLiveness { liveness, by, .. } => admin::set_liveness(state, liveness, &by, now),
         DefineNodes { nodes, by, .. } => admin::define_nodes(state, nodes, &by, now),
         RemoveNode { node, by } => admin::remove_node(state, &node, &by),
         SetPartition { partition, by } => admin::set_partition(state, partition, &by),

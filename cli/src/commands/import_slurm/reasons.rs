@@ -52,7 +52,7 @@ pub fn setting(key: &str) -> Option<&'static str> {
             "corral's agents call the controllers over gRPC with mutual TLS and each other over QUIC; their addresses are the agents' own options, and there is no message fan-out to tune"
         }
         "slurmdtimeout" => {
-            "corral declares a node down when its agent's lease lapses: [liveness] agent_lease_ms + down_margin_ms (15 s by default)"
+            "corral declares a node down when its agent's lease lapses: the cluster's lease + down margin (15 s by default; `corral admin liveness set`)"
         }
         "returntoservice" => {
             "in corral a node whose agent registers again is up at once; a node an operator drained, or drained for a hardware mismatch, stays drained until `corral node resume`"

@@ -9,6 +9,7 @@ use corral_proto::api::Empty;
 use corral_proto::records;
 use corral_state::Timestamp;
 use corral_state::config::ClusterConfig;
+use corral_state::node_liveness::NodeLiveness;
 
 use super::nodes::{cluster_status, print_probes, probe_controllers};
 use super::older_controller;
@@ -25,6 +26,11 @@ pub async fn show(cluster: &Cluster) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| older_controller(e, "scontrol show config"))?;
     let config: ClusterConfig = records::decode("cluster settings", &reply.config_json)?;
+    let liveness: Option<NodeLiveness> = if reply.liveness_json.is_empty() {
+        None
+    } else {
+        Some(records::decode("liveness settings", &reply.liveness_json)?)
+    };
     let status = cluster_status(cluster).await?;
     let mut members = status.members.clone();
     members.sort_by_key(|m| m.id);
@@ -40,6 +46,7 @@ pub async fn show(cluster: &Cluster) -> anyhow::Result<ExitCode> {
             preempt_send_user_signal: reply.preempt_send_user_signal,
             controllers: &controllers,
             as_of: Timestamp(reply.as_of_ms),
+            liveness: liveness.map(|l| (l, reply.liveness_replicated)),
         })
     );
     println!();

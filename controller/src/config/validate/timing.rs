@@ -2,7 +2,9 @@
 //! positive (or bounded), and ordered where one must exceed another.
 
 use super::values::{Checked, Zero, duration_seconds, positive};
-use crate::config::controller::{LeaderSettings, LivenessSettings, RaftSettings};
+use corral_state::node_liveness::NodeLiveness;
+
+use crate::config::controller::{LeaderSettings, RaftSettings};
 use crate::config::error::Refusal;
 use crate::config::file::{LeaderSection, LivenessSection, RaftSection};
 
@@ -86,42 +88,26 @@ fn mail_program(text: Option<&str>) -> Checked<Option<std::path::PathBuf>> {
     Ok(Some(std::path::PathBuf::from(text)))
 }
 
-/// Liveness: a lease spans at least four heartbeats: an agent looks for a
-/// new leader after two unacknowledged ones and must reattach before its
-/// lease runs out, or a leader change would fence it; the down margin is at
-/// least [`MIN_DOWN_MARGIN_MS`].
-pub(crate) fn liveness(section: &LivenessSection) -> Checked<LivenessSettings> {
-    let heartbeat = positive("liveness.agent_heartbeat_ms", section.agent_heartbeat_ms)?;
-    if section.agent_lease_ms < heartbeat.saturating_mul(4) {
-        return Err(Refusal::new(
-            "liveness.agent_lease_ms",
-            format!(
-                "{} ms must be at least four heartbeats ({} ms): an agent looks for a new leader after two unacknowledged heartbeats and must reattach before its lease runs out",
-                section.agent_lease_ms,
-                heartbeat.saturating_mul(4)
-            ),
-        ));
-    }
-    if section.down_margin_ms < MIN_DOWN_MARGIN_MS {
-        return Err(Refusal::new(
-            "liveness.down_margin_ms",
-            format!(
-                "{} ms is too short: a node's jobs are run elsewhere this long after its lease ran out, and a hung agent's watchdog kills them up to 1 s after the lease, so a shorter margin could run a job in two places; give at least {MIN_DOWN_MARGIN_MS} ms",
-                section.down_margin_ms
-            ),
-        ));
-    }
-    Ok(LivenessSettings {
-        agent_heartbeat_ms: heartbeat,
-        agent_lease_ms: section.agent_lease_ms,
+/// Liveness: the settings checked against each other as the cluster checks
+/// them when they are set ([`NodeLiveness::check`]: a lease spans at least
+/// four heartbeats, the down margin is at least
+/// [`corral_state::node_liveness::MIN_DOWN_MARGIN_MS`]), named by the file's keys.
+pub(crate) fn liveness(section: &LivenessSection) -> Checked<NodeLiveness> {
+    let liveness = NodeLiveness {
+        heartbeat_ms: section.agent_heartbeat_ms,
+        lease_ms: section.agent_lease_ms,
         down_margin_ms: section.down_margin_ms,
-    })
+    };
+    liveness.check().map_err(|refusal| {
+        let key = match refusal.setting {
+            "heartbeat_ms" => "liveness.agent_heartbeat_ms",
+            "lease_ms" => "liveness.agent_lease_ms",
+            _ => "liveness.down_margin_ms",
+        };
+        Refusal::new(key, refusal.reason)
+    })?;
+    Ok(liveness)
 }
-
-/// The shortest down margin: the agent's fencing watchdog kills a hung
-/// agent's jobs up to one second after its lease (`corral_agent::fence_watch::
-/// HUNG_GRACE`), and SIGKILLed processes take a moment to be gone.
-pub const MIN_DOWN_MARGIN_MS: u64 = 2_000;
 
 #[cfg(test)]
 mod tests {
@@ -155,7 +141,7 @@ mod tests {
             assert_eq!(refusal.key, "liveness.down_margin_ms");
             assert!(refusal.reason.contains("two places"), "{}", refusal.reason);
         }
-        assert!(margin(MIN_DOWN_MARGIN_MS).is_ok());
+        assert!(margin(corral_state::node_liveness::MIN_DOWN_MARGIN_MS).is_ok());
     }
 
     #[test]
