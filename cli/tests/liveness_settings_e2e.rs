@@ -27,6 +27,22 @@ fn attached_with_lease(cluster: &LocalCluster, lease_ms: u64) -> usize {
         .count()
 }
 
+/// `corral admin liveness set` as `principal`: a 500 ms heartbeat, a 6 s
+/// lease and the margin given.
+fn liveness_set(cluster: &LocalCluster, principal: &str, margin_ms: &str) -> std::process::Output {
+    let args = [
+        "admin",
+        "liveness",
+        "set",
+        "--heartbeat-ms",
+        "500",
+        "--lease-ms",
+        "6000",
+    ];
+    let margin = ["--down-margin-ms", margin_ms];
+    cluster.corral(principal, &[&args[..], &margin[..]].concat())
+}
+
 fn show_config(cluster: &LocalCluster) -> String {
     let out = support::slurm_link(cluster, "scontrol", &support::me(), &["show", "config"]);
     assert!(
@@ -97,54 +113,20 @@ fn every_leader_uses_the_clusters_liveness_settings_and_admins_change_them() {
     cluster.restart(&format!("controller-{old}"));
 
     // An admin changes them for the whole cluster.
-    let bad = cluster.corral(
-        "user-corral-admin",
-        &[
-            "admin",
-            "liveness",
-            "set",
-            "--heartbeat-ms",
-            "500",
-            "--lease-ms",
-            "6000",
-            "--down-margin-ms",
-            "100",
-        ],
-    );
+    let bad = liveness_set(&cluster, "user-corral-admin", "100");
     assert!(!bad.status.success());
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("--down-margin-ms"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    let refused = cluster.corral(
-        &support::me(),
-        &[
-            "admin",
-            "liveness",
-            "set",
-            "--heartbeat-ms",
-            "500",
-            "--lease-ms",
-            "6000",
-            "--down-margin-ms",
-            "3000",
-        ],
-    );
+    let refused = liveness_set(&cluster, &support::me(), "3000");
     assert!(!refused.status.success(), "a plain user changed the lease");
-    cluster.ok(
-        "user-corral-admin",
-        &[
-            "admin",
-            "liveness",
-            "set",
-            "--heartbeat-ms",
-            "500",
-            "--lease-ms",
-            "6000",
-            "--down-margin-ms",
-            "3000",
-        ],
+    let set = liveness_set(&cluster, "user-corral-admin", "3000");
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
     );
     wait_until(
         PATIENCE,

@@ -1,9 +1,33 @@
 //! Counting a pre-vote round: granted when a majority of every voter set
 //! (two during a joint membership change) would vote for the candidate.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::types::ReplicaId;
+use crate::types::{ReplicaAddr, ReplicaId};
+
+/// Every voter set of `membership` (two during a joint change), and every
+/// voter but `me` with its addresses.
+pub fn voters_of(
+    membership: &openraft::Membership<ReplicaId, ReplicaAddr>,
+    me: ReplicaId,
+) -> (Vec<BTreeSet<ReplicaId>>, BTreeMap<ReplicaId, ReplicaAddr>) {
+    let voter_sets: Vec<BTreeSet<ReplicaId>> = membership
+        .get_joint_config()
+        .iter()
+        .map(|set| set.iter().copied().collect())
+        .collect();
+    let others = voter_sets
+        .iter()
+        .flatten()
+        .filter(|voter| **voter != me)
+        .filter_map(|voter| {
+            membership
+                .get_node(voter)
+                .map(|addr| (*voter, addr.clone()))
+        })
+        .collect();
+    (voter_sets, others)
+}
 
 /// True when `granted` holds a majority of each of `voter_sets`. No voter
 /// set, or an empty one, is never a majority.

@@ -302,20 +302,10 @@ impl Round {
     fn of(raft: &Raft, id: ReplicaId, request: BeaconRequest) -> Option<Round> {
         let metrics = raft.metrics();
         let m = metrics.borrow();
-        let membership = m.membership_config.membership();
-        let voter_sets: Vec<BTreeSet<ReplicaId>> = membership
-            .get_joint_config()
-            .iter()
-            .map(|set| set.iter().copied().collect())
-            .collect();
-        let peers = voter_sets
-            .iter()
-            .flatten()
-            .copied()
-            .collect::<BTreeSet<_>>()
+        let (voter_sets, others) = ballot::voters_of(m.membership_config.membership(), id);
+        let peers = others
             .into_iter()
-            .filter(|voter| *voter != id)
-            .filter_map(|voter| membership.get_node(&voter).map(|a| (voter, a.peer.clone())))
+            .map(|(voter, addr)| (voter, addr.peer))
             .collect();
         (!voter_sets.is_empty()).then_some(Round {
             request,

@@ -156,19 +156,9 @@ async fn read_standing(
     id: ReplicaId,
 ) -> Result<Standing, openraft::error::Fatal<ReplicaId>> {
     raft.with_raft_state(move |st| {
-        let effective = st.membership_state.effective();
-        let voter_sets: Vec<BTreeSet<ReplicaId>> = effective
-            .get_joint_config()
-            .iter()
-            .map(|set| set.iter().copied().collect())
-            .collect();
+        let (voter_sets, peers) =
+            ballot::voters_of(st.membership_state.effective().membership(), id);
         let is_voter = voter_sets.iter().any(|set| set.contains(&id));
-        let peers = voter_sets
-            .iter()
-            .flatten()
-            .filter(|voter| **voter != id)
-            .filter_map(|voter| effective.get_node(voter).map(|addr| (*voter, addr.clone())))
-            .collect();
         Standing {
             eligible: is_voter && st.server_state != ServerState::Leader,
             term: st.vote_ref().leader_id.term,

@@ -100,7 +100,22 @@ mod tests {
     use super::*;
     use crate::testing::{Builder, finished};
 
+    /// A leader killed at 10 ms and healed at `t`, every replica back at
+    /// once after (the heal-by-heal part: `rejoin`).
     fn healed_at(t: u64) -> Builder {
+        let mut b = killed_and_healed_at(t);
+        b.event(
+            t + 5,
+            EventKind::Replicas {
+                leader: 2,
+                members: vec![1, 2, 3],
+                caught_up: vec![1, 2, 3],
+            },
+        );
+        b
+    }
+
+    fn killed_and_healed_at(t: u64) -> Builder {
         let mut b = Builder::new();
         b.event(
             10,
@@ -111,16 +126,7 @@ mod tests {
                 cut_off: Vec::new(),
             },
         )
-        .event(t, EventKind::FaultHealed { fault: 1 })
-        // Every replica back at once (the heal-by-heal part: `rejoin`).
-        .event(
-            t + 5,
-            EventKind::Replicas {
-                leader: 2,
-                members: vec![1, 2, 3],
-                caught_up: vec![1, 2, 3],
-            },
-        );
+        .event(t, EventKind::FaultHealed { fault: 1 });
         b
     }
 
@@ -157,17 +163,7 @@ mod tests {
 
     #[test]
     fn a_stuck_job_and_a_missing_leader_are_caught() {
-        let mut b = Builder::new();
-        b.event(
-            10,
-            EventKind::FaultBegin {
-                fault: 1,
-                kind: "kill-leader".into(),
-                target: "controller-1".into(),
-                cut_off: Vec::new(),
-            },
-        )
-        .event(50, EventKind::FaultHealed { fault: 1 });
+        let mut b = killed_and_healed_at(50);
         let mut stuck = finished(1, "w1");
         stuck.state = "RUNNING".into();
         b.final_job(stuck);
