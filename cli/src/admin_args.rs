@@ -76,8 +76,8 @@ pub enum AdminArgs {
 pub enum LivenessArgs {
     /// Set the cluster's settings, checked against each other (a lease of at
     /// least four heartbeats, a margin of at least 2 s). Agents attach again
-    /// to hear them; for a while the leader declares a silent node down only
-    /// after the longer of the old and new timeouts.
+    /// to hear them; a node that has not registered since is declared down
+    /// only after the longer of the old and new timeouts.
     Set(LivenessSet),
 }
 

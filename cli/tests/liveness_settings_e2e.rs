@@ -12,19 +12,66 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use support::{LocalCluster, wait_until};
 
 const PATIENCE: Duration = Duration::from_secs(90);
 
-/// Agents' "attached to the leader" lines that name `lease_ms`.
-fn attached_with_lease(cluster: &LocalCluster, lease_ms: u64) -> usize {
-    cluster
-        .agent_log_lines("attached to the leader")
-        .iter()
-        .filter(|l| l.contains(&format!("lease_ms={lease_ms} ")))
-        .count()
+/// Per agent, its "attached to the leader" lines, and how many of them name
+/// `lease_ms`.
+fn attaches(cluster: &LocalCluster, lease_ms: u64) -> BTreeMap<String, (usize, usize)> {
+    let mut per_agent: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for line in cluster.agent_log_lines("attached to the leader") {
+        let agent = line.split(':').next().unwrap_or_default().to_string();
+        let counts = per_agent.entry(agent).or_default();
+        counts.0 += 1;
+        if line.contains(&format!("lease_ms={lease_ms} ")) {
+            counts.1 += 1;
+        }
+    }
+    per_agent
+}
+
+/// True when both agents attached with `lease_ms` more than `before` times
+/// each (`before`: their attaches so far, from [`attaches`]).
+fn both_attached_with(
+    cluster: &LocalCluster,
+    lease_ms: u64,
+    before: &BTreeMap<String, (usize, usize)>,
+) -> bool {
+    let now = attaches(cluster, lease_ms);
+    now.len() == 2
+        && now
+            .iter()
+            .all(|(agent, (_, with))| *with > before.get(agent).map_or(0, |(_, with)| *with))
+}
+
+/// True when both agents attached again since `before` (from [`attaches`]),
+/// with whatever lease.
+fn both_attached_again(cluster: &LocalCluster, before: &BTreeMap<String, (usize, usize)>) -> bool {
+    let now = attaches(cluster, 0);
+    now.len() == 2
+        && now
+            .iter()
+            .all(|(agent, (all, _))| *all > before.get(agent).map_or(0, |(all, _)| *all))
+}
+
+/// Waits until every replica is a member at lag 0 (a restarted one caught up).
+fn caught_up(cluster: &LocalCluster) {
+    wait_until(PATIENCE, "every replica at lag 0", || {
+        let status = cluster.status();
+        let members = status["members"].as_array().cloned().unwrap_or_default();
+        members.len() == 3 && members.iter().all(|m| m["lag"].as_u64() == Some(0))
+    });
+}
+
+/// Waits until `scontrol show config` (any replica's answer) holds `line`.
+fn shows(cluster: &LocalCluster, line: &str) {
+    wait_until(PATIENCE, &format!("show config to say {line:?}"), || {
+        show_config(cluster).contains(line)
+    });
 }
 
 /// `corral admin liveness set` as `principal`: a 500 ms heartbeat, a 6 s
@@ -60,24 +107,14 @@ fn every_leader_uses_the_clusters_liveness_settings_and_admins_change_them() {
     wait_until(
         PATIENCE,
         "both agents attached with the default lease",
-        || attached_with_lease(&cluster, 10_000) >= 2,
+        || both_attached_with(&cluster, 10_000, &BTreeMap::new()),
     );
-    let config = show_config(&cluster);
-    assert!(
-        config.contains("AgentLease              = 10000 ms"),
-        "{config}"
-    );
-    assert!(
-        config.contains("SlurmdTimeout           = 15 sec"),
-        "{config}"
-    );
-    assert!(
-        config.contains("NodeLivenessFrom        = cluster"),
-        "{config}"
-    );
+    shows(&cluster, "AgentLease              = 10000 ms");
+    shows(&cluster, "SlurmdTimeout           = 15 sec");
+    shows(&cluster, "NodeLivenessFrom        = cluster");
 
-    // The two other controllers' files now say 30 s and 10 s; one of them
-    // leads once the leader is killed.
+    // Both other controllers' files now say a 30 s lease and a 10 s margin;
+    // one of them leads once the leader is gone.
     let old = cluster.leader();
     for id in (1..=3).filter(|id| *id != old) {
         cluster.kill(id);
@@ -88,29 +125,39 @@ fn every_leader_uses_the_clusters_liveness_settings_and_admins_change_them() {
         );
         std::fs::write(&file, text).unwrap();
         cluster.restart(&format!("controller-{id}"));
+        caught_up(&cluster);
     }
-    let attached_before = cluster.agent_log_lines("attached to the leader").len();
-    cluster.kill(old);
-    wait_until(PATIENCE, "a leader with the edited file", || {
-        cluster.status()["leader"]
-            .as_u64()
-            .is_some_and(|new| new != old)
-    });
-    wait_until(PATIENCE, "both agents attached to the new leader", || {
-        cluster.agent_log_lines("attached to the leader").len() >= attached_before + 2
-    });
-    assert_eq!(
-        attached_with_lease(&cluster, 30_000),
-        0,
+    let before = attaches(&cluster, 10_000);
+    let leader = cluster.leader();
+    if leader == old {
+        cluster.kill(old);
+        wait_until(PATIENCE, "a leader with the edited file", || {
+            cluster.status()["leader"]
+                .as_u64()
+                .is_some_and(|new| new != old)
+        });
+        cluster.restart(&format!("controller-{old}"));
+    }
+    // Agents attach to the new leader (before the kill, had leadership
+    // already moved to an edited controller, they did then).
+    wait_until(
+        PATIENCE,
+        "both agents attached to a leader with the edited file",
+        || leader != old || both_attached_with(&cluster, 10_000, &before),
+    );
+    let with_file = attaches(&cluster, 30_000);
+    assert!(
+        with_file.values().all(|(_, with)| *with == 0),
         "a leader welcomed agents with its own file's lease: {:?}",
         cluster.agent_log_lines("attached to the leader")
     );
-    let differs = cluster.controller_log_lines("differs from the cluster's");
     assert!(
-        !differs.is_empty(),
+        !cluster
+            .controller_log_lines("differs from the cluster's")
+            .is_empty(),
         "the new leader did not say its file differs"
     );
-    cluster.restart(&format!("controller-{old}"));
+    shows(&cluster, "AgentLease              = 10000 ms");
 
     // An admin changes them for the whole cluster.
     let bad = liveness_set(&cluster, "user-corral-admin", "100");
@@ -131,23 +178,11 @@ fn every_leader_uses_the_clusters_liveness_settings_and_admins_change_them() {
     wait_until(
         PATIENCE,
         "both agents attached again with the new lease",
-        || attached_with_lease(&cluster, 6_000) >= 2,
+        || both_attached_with(&cluster, 6_000, &BTreeMap::new()),
     );
-    let config = show_config(&cluster);
-    assert!(
-        config.contains("AgentLease              = 6000 ms"),
-        "{config}"
-    );
-    assert!(
-        config.contains("NodeDownMargin          = 3000 ms"),
-        "{config}"
-    );
-    // The settings in force (for a while the leader still waits the longer
-    // of the old and new timeouts before it declares a node down).
-    assert!(
-        config.contains("SlurmdTimeout           = 9 sec"),
-        "{config}"
-    );
+    shows(&cluster, "AgentLease              = 6000 ms");
+    shows(&cluster, "NodeDownMargin          = 3000 ms");
+    shows(&cluster, "SlurmdTimeout           = 9 sec");
     assert!(
         cluster.agent_log_lines("lease lapsed").is_empty(),
         "an agent's lease lapsed: {:?}",

@@ -5,12 +5,22 @@
 //! or a margin shorter than the agent's watchdog, would let a job run in two
 //! places).
 //!
-//! A change keeps the settings it replaced for a while: agents attached
-//! before it hold the old lease until they attach again (the leader ends
-//! their sessions when it applies the change), and one cut off meanwhile
-//! fences by the old lease. So while [`NodeLiveness::transition_ms`] has not
-//! passed since the change, a node is declared down only after the longer of
-//! the two settings' timeouts.
+//! An agent holds the lease it was welcomed with, which is the one in force
+//! when it registered (its registration commits before its welcome is
+//! written), until it attaches again: the leader ends every session when a
+//! change applies, but an agent cut off meanwhile, or kept through a
+//! controller outage by its peers, still fences by its old lease, for as long
+//! as the outage lasts. So a node that last registered before the last change
+//! is declared down only after the longest timeout of the settings replaced
+//! since every node that was up had registered again
+//! ([`LivenessSettings::down_after_ms`]); no window of time ends this, only
+//! the node's next registration.
+//!
+//! Not covered: before the first settings are replicated (a new cluster's
+//! first leader, or an upgraded cluster's first leader of format 5), each
+//! leader welcomed agents with its own file's values, and nothing in the
+//! state says which; a node cut off since then is judged by the first
+//! settings. Keep every controller's `[liveness]` the same until then.
 
 use serde::{Deserialize, Serialize};
 
@@ -117,61 +127,67 @@ impl NodeLiveness {
         }
         Ok(())
     }
-
-    /// How long after a change from `self` the settings it replaced still
-    /// count: twice the longer lease (the leader ends the sessions of agents
-    /// that attached before the change; one it cannot reach fences by its old
-    /// lease), plus the old margin.
-    pub fn transition_ms(&self, next: &NodeLiveness) -> u64 {
-        self.lease_ms
-            .max(next.lease_ms)
-            .saturating_mul(2)
-            .saturating_add(self.down_margin_ms)
-    }
 }
 
-/// The cluster's settings, the ones they replaced, and when.
+/// The cluster's settings, what a node registered before their last change
+/// may still hold, and when they changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LivenessSettings {
     /// In force.
     pub current: NodeLiveness,
-    /// What the last change replaced (none: set once, at bootstrap or the
-    /// first leader of a build that replicates them).
-    pub previous: Option<NodeLiveness>,
-    /// Leader time of the last change.
+    /// The longest lease + margin, ms, of the settings replaced since the
+    /// last change at which every node that was up had registered after the
+    /// change before it (0: none): a node that registered before the last
+    /// change may hold a lease of any of them.
+    pub replaced_down_after_ms: u64,
+    /// Leader time of the last change (or of the first setting).
     pub changed_at: Timestamp,
 }
 
 impl LivenessSettings {
-    /// How long after its last heartbeat a node is declared down at state
-    /// time `now`: the current settings' timeout, or the longer of it and
-    /// the replaced one's while the change is recent.
-    pub fn down_after_ms(&self, now: Timestamp) -> u64 {
-        let current = self.current.down_after_ms();
-        match self.previous {
-            Some(previous)
-                if now.0
-                    < self
-                        .changed_at
-                        .0
-                        .saturating_add(previous.transition_ms(&self.current)) =>
-            {
-                current.max(previous.down_after_ms())
-            }
-            _ => current,
+    /// The first settings of a cluster.
+    pub fn first(current: NodeLiveness, at: Timestamp) -> LivenessSettings {
+        LivenessSettings {
+            current,
+            replaced_down_after_ms: 0,
+            changed_at: at,
         }
     }
 
-    /// The settings after a change to `next` at `at` (the same settings
-    /// again change nothing, so that proposing them twice does not restart
-    /// a transition).
-    pub fn changed(self, next: NodeLiveness, at: Timestamp) -> LivenessSettings {
+    /// How long after its last heartbeat a node that last registered at
+    /// `registered` is declared down: the current settings' timeout for one
+    /// that registered after the last change (it was welcomed with them),
+    /// else the longest of it and the replaced settings' timeouts.
+    pub fn down_after_ms(&self, registered: Option<Timestamp>) -> u64 {
+        let current = self.current.down_after_ms();
+        match registered {
+            Some(at) if at > self.changed_at => current,
+            _ => current.max(self.replaced_down_after_ms),
+        }
+    }
+
+    /// The settings after a change to `next` at `at`. `all_registered_since`:
+    /// whether every node that is up registered after the last change, so
+    /// that only the settings being replaced can still be held. The same
+    /// settings again change nothing.
+    pub fn changed(
+        self,
+        next: NodeLiveness,
+        at: Timestamp,
+        all_registered_since: bool,
+    ) -> LivenessSettings {
         if next == self.current {
             return self;
         }
+        let replaced = self.current.down_after_ms();
+        let replaced_down_after_ms = if all_registered_since {
+            replaced
+        } else {
+            replaced.max(self.replaced_down_after_ms)
+        };
         LivenessSettings {
             current: next,
-            previous: Some(self.current),
+            replaced_down_after_ms,
             changed_at: at,
         }
     }
@@ -205,25 +221,69 @@ mod tests {
     }
 
     #[test]
-    fn a_change_keeps_the_longer_timeout_through_its_transition() {
+    fn a_node_registered_before_a_change_keeps_the_longer_timeout_until_it_registers_again() {
         let long = liveness(500, 20_000, 10_000);
         let short = liveness(500, 4_000, 2_000);
-        let set = LivenessSettings {
-            current: long,
-            previous: None,
-            changed_at: Timestamp(0),
-        };
-        assert_eq!(set.down_after_ms(Timestamp(1)), 30_000);
-        let changed = set.changed(short, Timestamp(100_000));
-        // 2 × 20 s + 10 s after the change, the old 30 s still counts.
-        assert_eq!(changed.down_after_ms(Timestamp(100_000)), 30_000);
-        assert_eq!(changed.down_after_ms(Timestamp(149_999)), 30_000);
-        assert_eq!(changed.down_after_ms(Timestamp(150_000)), 6_000);
-        // Longer settings count at once.
-        let back = changed.changed(long, Timestamp(200_000));
-        assert_eq!(back.down_after_ms(Timestamp(200_000)), 30_000);
-        assert_eq!(back.previous, Some(short));
+        let set = LivenessSettings::first(long, Timestamp(0));
+        assert_eq!(set.down_after_ms(Some(Timestamp(0))), 30_000);
+        let changed = set.changed(short, Timestamp(100_000), true);
+        // Registered before the change, or never: the old 30 s, however long ago.
+        assert_eq!(changed.down_after_ms(Some(Timestamp(99_000))), 30_000);
+        assert_eq!(changed.down_after_ms(Some(Timestamp(100_000))), 30_000);
+        assert_eq!(changed.down_after_ms(None), 30_000);
+        // Registered after it: welcomed with the new settings.
+        assert_eq!(changed.down_after_ms(Some(Timestamp(100_001))), 6_000);
+        // A third setting while a node still held the first: it is kept.
+        let again = changed.changed(liveness(500, 2_000, 2_000), Timestamp(101_000), false);
+        assert_eq!(again.down_after_ms(Some(Timestamp(50_000))), 30_000);
+        // Once every node registered since, only the one replaced counts.
+        let settled = changed.changed(liveness(500, 2_000, 2_000), Timestamp(101_000), true);
+        assert_eq!(settled.down_after_ms(Some(Timestamp(100_500))), 6_000);
         // The same settings again change nothing.
-        assert_eq!(back.changed(long, Timestamp(300_000)), back);
+        assert_eq!(
+            settled.changed(settled.current, Timestamp(200_000), false),
+            settled
+        );
+    }
+
+    /// Agents register at random moments and hold the lease in force then;
+    /// settings change at random. At every moment, each node's down timeout
+    /// is at least the lease + margin of the settings it was welcomed with.
+    #[test]
+    fn every_node_is_declared_down_no_sooner_than_the_settings_it_holds_allow() {
+        use proptest::prelude::*;
+        #[derive(Debug, Clone)]
+        enum Event {
+            Register(usize),
+            Change(u64, u64),
+        }
+        let event = prop_oneof![
+            (0..4usize).prop_map(Event::Register),
+            (1..60u64, 2..30u64).prop_map(|(lease_s, margin_s)| Event::Change(lease_s, margin_s)),
+        ];
+        proptest!(|(events in prop::collection::vec(event, 1..40))| {
+            let mut settings = LivenessSettings::first(liveness(500, 10_000, 5_000), Timestamp(0));
+            // Each node's registration time and the timeout it holds.
+            let mut held: [Option<(Timestamp, u64)>; 4] = [None; 4];
+            for (i, event) in events.into_iter().enumerate() {
+                let now = Timestamp(1_000 * (i as u64 + 1));
+                match event {
+                    Event::Register(node) => {
+                        held[node] = Some((now, settings.current.down_after_ms()));
+                    }
+                    Event::Change(lease_s, margin_s) => {
+                        let next = liveness(500, lease_s * 1_000, margin_s * 1_000);
+                        let all = held
+                            .iter()
+                            .flatten()
+                            .all(|(registered, _)| *registered > settings.changed_at);
+                        settings = settings.changed(next, now, all);
+                    }
+                }
+                for (registered, holds) in held.iter().flatten() {
+                    prop_assert!(settings.down_after_ms(Some(*registered)) >= *holds);
+                }
+            }
+        });
     }
 }

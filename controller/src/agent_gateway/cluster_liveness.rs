@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use corral_state::ClusterState;
+use corral_state::node::Node;
 use corral_state::node_liveness::NodeLiveness;
 
 /// The settings agents are told at their welcome: the cluster's current
@@ -16,26 +17,36 @@ pub fn in_force(state: &ClusterState, file: &NodeLiveness) -> NodeLiveness {
     state.liveness().map_or(*file, |settings| settings.current)
 }
 
-/// When the leader marks a silent node not responding, and when it declares
-/// it down, at the state's time: a few missed heartbeats (2 s at the default
-/// 500 ms) for the first, lease and margin for the second (the longer of
-/// the current and the replaced settings' while a change is recent).
-pub fn timeouts(state: &ClusterState, file: &NodeLiveness) -> (Duration, Duration) {
+/// When the leader marks a silent node not responding: a few missed
+/// heartbeats (2 s at the default 500 ms), never after it would declare it
+/// down.
+pub fn not_responding_after(state: &ClusterState, file: &NodeLiveness) -> Duration {
     let current = in_force(state, file);
-    let down_after_ms = state.liveness().map_or(file.down_after_ms(), |settings| {
-        settings.down_after_ms(state.clock())
-    });
-    let down_after = Duration::from_millis(down_after_ms);
-    let not_responding_after =
-        Duration::from_millis(current.heartbeat_ms.saturating_mul(4).max(2_000)).min(down_after);
-    (not_responding_after, down_after)
+    Duration::from_millis(
+        current
+            .heartbeat_ms
+            .saturating_mul(4)
+            .max(2_000)
+            .min(current.down_after_ms()),
+    )
+}
+
+/// When the leader declares `node` down after its last heartbeat: lease and
+/// margin, of the settings it may still hold (see
+/// `corral_state::node_liveness`: the longest of those replaced since, for a
+/// node that registered before the last change).
+pub fn down_after(state: &ClusterState, file: &NodeLiveness, node: &Node) -> Duration {
+    let registered = node.registration.as_ref().map(|r| r.at);
+    Duration::from_millis(state.liveness().map_or(file.down_after_ms(), |settings| {
+        settings.down_after_ms(registered)
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_state::testkit::{admin, at};
-    use corral_state::{Command, Timestamp};
+    use corral_state::Command;
+    use corral_state::testkit::{admin, at, cluster, register};
 
     fn liveness(lease_ms: u64, down_margin_ms: u64) -> NodeLiveness {
         NodeLiveness {
@@ -57,28 +68,41 @@ mod tests {
     #[test]
     fn the_file_counts_only_until_the_cluster_has_settings() {
         let file = liveness(20_000, 10_000);
-        let mut state = ClusterState::default();
+        let mut state = cluster(1, 8);
+        let node = |s: &ClusterState| s.nodes()["n1"].clone();
         assert_eq!(in_force(&state, &file), file);
+        assert_eq!(not_responding_after(&state, &file), Duration::from_secs(2));
         assert_eq!(
-            timeouts(&state, &file),
-            (Duration::from_secs(2), Duration::from_secs(30))
+            down_after(&state, &file, &node(&state)),
+            Duration::from_secs(30)
         );
         set(&mut state, liveness(10_000, 5_000), 10);
         assert_eq!(in_force(&state, &file), liveness(10_000, 5_000));
-        assert_eq!(timeouts(&state, &file).1, Duration::from_secs(15));
+        assert_eq!(
+            down_after(&state, &file, &node(&state)),
+            Duration::from_secs(15)
+        );
     }
 
     #[test]
-    fn a_shorter_lease_declares_by_the_old_timeout_through_the_transition() {
+    fn a_node_that_registered_before_a_shorter_lease_keeps_the_old_timeout_until_it_registers() {
         let file = NodeLiveness::default();
-        let mut state = ClusterState::default();
+        let mut state = cluster(1, 8);
         set(&mut state, liveness(20_000, 10_000), 10);
+        register(&mut state, "n1", 8, &[], at(20));
         set(&mut state, liveness(4_000, 2_000), 100);
         assert_eq!(in_force(&state, &file), liveness(4_000, 2_000));
-        assert_eq!(timeouts(&state, &file).1, Duration::from_secs(30));
-        // 2 × 20 s + 10 s after the change, in state time.
-        assert!(state.apply(Command::Tick { at: at(150) }).is_ok());
-        assert_eq!(state.clock(), Timestamp(150_000));
-        assert_eq!(timeouts(&state, &file).1, Duration::from_secs(6));
+        let node = |s: &ClusterState| s.nodes()["n1"].clone();
+        // However long after the change (a controller outage holds time still).
+        assert!(state.apply(Command::Tick { at: at(100_000) }).is_ok());
+        assert_eq!(
+            down_after(&state, &file, &node(&state)),
+            Duration::from_secs(30)
+        );
+        register(&mut state, "n1", 8, &[], at(100_001));
+        assert_eq!(
+            down_after(&state, &file, &node(&state)),
+            Duration::from_secs(6)
+        );
     }
 }

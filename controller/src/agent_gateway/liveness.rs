@@ -28,6 +28,8 @@ use corral_state::Command;
 use corral_state::ids::{Actor, Role};
 use corral_state::node::Availability;
 use corral_state::node_liveness::NodeLiveness;
+
+use super::cluster_liveness;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -291,18 +293,18 @@ pub async fn monitor(
                 continue;
             }
         }
-        let Ok((up, roster, (not_responding_after, down_after))) = replica.read_local(|s| {
-            let up: Vec<String> = s
+        let Ok((up, roster, not_responding_after)) = replica.read_local(|s| {
+            let up: Vec<(String, Duration)> = s
                 .nodes()
                 .values()
                 .filter(|n| matches!(n.availability, Availability::Up { .. }))
-                .map(|n| n.name.clone())
+                .map(|n| {
+                    let down_after = cluster_liveness::down_after(s, &file_liveness, n);
+                    (n.name.clone(), down_after)
+                })
                 .collect();
-            (
-                up,
-                roster_of(s),
-                super::cluster_liveness::timeouts(s, &file_liveness),
-            )
+            let not_responding = cluster_liveness::not_responding_after(s, &file_liveness);
+            (up, roster_of(s), not_responding)
         }) else {
             continue;
         };
@@ -315,15 +317,20 @@ pub async fn monitor(
         } else {
             runs.observe(now, &heartbeats.reaching(digest));
         }
-        let quiet = silent_nodes(
-            &up,
-            |node| heartbeats.last(node),
-            since,
-            now,
-            not_responding_after,
-        );
-        heartbeats.mark_not_responding(quiet.into_iter().map(|(node, _)| node).collect());
-        let silent = silent_nodes(&up, |node| heartbeats.last(node), since, now, down_after);
+        let quiet_after: Vec<(String, Duration)> = up
+            .iter()
+            .map(|(node, _)| (node.clone(), not_responding_after))
+            .collect();
+        let quiet = silent_nodes(&quiet_after, |node| heartbeats.last(node), since, now);
+        heartbeats.mark_not_responding(quiet.into_iter().map(|(node, _, _)| node).collect());
+        let silent = silent_nodes(&up, |node| heartbeats.last(node), since, now);
+        // A majority must have reached this leader for the longest timeout
+        // among the nodes to declare.
+        let down_after = silent
+            .iter()
+            .map(|(_, _, after)| *after)
+            .max()
+            .unwrap_or_default();
         // A leader no quorum acknowledges cannot commit a declaration (and
         // may be the one cut off): it declares nothing until a quorum answers.
         if silent.is_empty() || *without_quorum.borrow() || now < next_try {
@@ -335,7 +342,7 @@ pub async fn monitor(
         if let Gate::Closed { held, needed, of } =
             node_majority::gate(runs.held(now, down_after), roster_size)
         {
-            let names: BTreeSet<String> = silent.iter().map(|(n, _)| n.clone()).collect();
+            let names: BTreeSet<String> = silent.iter().map(|(n, _, _)| n.clone()).collect();
             if names != withheld {
                 tracing::warn!(
                     silent = ?names,
@@ -353,7 +360,7 @@ pub async fn monitor(
         let at = clock::now();
         let commands: Vec<Command> = silent
             .iter()
-            .map(|(node, quiet)| {
+            .map(|(node, quiet, down_after)| {
                 let reason = format!(
                     "no heartbeat from its agent for {:.1} s (lease and margin: {:.1} s)",
                     quiet.as_secs_f64(),
@@ -371,7 +378,7 @@ pub async fn monitor(
         match replica.propose_all(commands).await {
             Ok(results) => {
                 pause.reset();
-                for ((node, _), result) in silent.iter().zip(results) {
+                for ((node, _, _), result) in silent.iter().zip(results) {
                     match result {
                         Ok(_) => heartbeats.beat(node),
                         Err(rejection) => {
@@ -406,21 +413,21 @@ pub(crate) fn roster_of(state: &corral_state::ClusterState) -> Roster {
     )
 }
 
-/// The nodes of `up` silent for `down_after` or longer by `now`, with how
-/// long: each counted from its last heartbeat (`last`), and never from before
-/// `since`, when this replica began to lead.
+/// The nodes of `up` silent for their timeout (given beside each) or longer
+/// by `now`, with how long and the timeout: each counted from its last
+/// heartbeat (`last`), and never from before `since`, when this replica
+/// began to lead.
 pub fn silent_nodes(
-    up: &[String],
+    up: &[(String, Duration)],
     last: impl Fn(&str) -> Option<Instant>,
     since: Instant,
     now: Instant,
-    down_after: Duration,
-) -> Vec<(String, Duration)> {
+) -> Vec<(String, Duration, Duration)> {
     up.iter()
-        .filter_map(|node| {
+        .filter_map(|(node, after)| {
             let heard = last(node).map_or(since, |l| l.max(since));
             let quiet = now.saturating_duration_since(heard);
-            (quiet >= down_after).then(|| (node.clone(), quiet))
+            (quiet >= *after).then(|| (node.clone(), quiet, *after))
         })
         .collect()
 }
@@ -433,28 +440,41 @@ mod tests {
     fn a_node_is_silent_from_its_last_heartbeat_or_the_election_whichever_is_later() {
         let elected = Instant::now();
         let at = |s: u64| elected + Duration::from_secs(s);
-        let up = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let down_after = Duration::from_secs(15);
+        let up: Vec<(String, Duration)> = ["a", "b", "c"]
+            .iter()
+            .map(|n| (n.to_string(), down_after))
+            .collect();
         let last = |node: &str| match node {
             "a" => Some(at(2)),
             // Heard only under the previous leader.
             "b" => elected.checked_sub(Duration::from_secs(60)),
             _ => None,
         };
-        let down_after = Duration::from_secs(15);
-        assert!(silent_nodes(&up, last, elected, at(14), down_after).is_empty());
-        let due: Vec<String> = silent_nodes(&up, last, elected, at(15), down_after)
+        assert!(silent_nodes(&up, last, elected, at(14)).is_empty());
+        let due: Vec<String> = silent_nodes(&up, last, elected, at(15))
             .into_iter()
-            .map(|(n, _)| n)
+            .map(|(n, _, _)| n)
             .collect();
         assert_eq!(due, vec!["b", "c"]);
         assert_eq!(
-            silent_nodes(&up, last, elected, at(17), down_after),
+            silent_nodes(&up, last, elected, at(17)),
             vec![
-                ("a".to_string(), Duration::from_secs(15)),
-                ("b".to_string(), Duration::from_secs(17)),
-                ("c".to_string(), Duration::from_secs(17))
+                ("a".to_string(), Duration::from_secs(15), down_after),
+                ("b".to_string(), Duration::from_secs(17), down_after),
+                ("c".to_string(), Duration::from_secs(17), down_after)
             ]
         );
+        // Each node by its own timeout (one that may hold an older, longer lease).
+        let mixed = vec![
+            ("a".to_string(), down_after),
+            ("b".to_string(), Duration::from_secs(30)),
+        ];
+        let due: Vec<String> = silent_nodes(&mixed, last, elected, at(20))
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect();
+        assert_eq!(due, vec!["a"]);
     }
 
     #[test]

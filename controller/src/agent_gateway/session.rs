@@ -73,11 +73,11 @@ const MAX_REPORTS_QUEUED: usize = 1024;
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The liveness settings agents are told now: the cluster's, or the file's
-/// before it has any (or when the state cannot be read).
-fn liveness_in_force(ctx: &SessionContext) -> NodeLiveness {
+/// before it has any.
+fn liveness_in_force(ctx: &SessionContext) -> Result<NodeLiveness, String> {
     ctx.replica
         .read_local(|state| super::cluster_liveness::in_force(state, &ctx.file_liveness))
-        .unwrap_or(ctx.file_liveness)
+        .map_err(|e| format!("cannot read the cluster's liveness settings: {e}"))
 }
 
 /// Serves one connection until it ends, leadership moves, or the controller stops.
@@ -194,7 +194,9 @@ async fn run(
     ctx.wake_scheduler.notify_one();
     // Read after the registration committed: the settings of the state it
     // was applied to, or newer ones (which end the session at once, below).
-    let welcomed = liveness_in_force(ctx);
+    // Never a guess: a lease longer than the cluster's would outlive the
+    // leader's down timeout.
+    let welcomed = liveness_in_force(ctx)?;
     write(
         send,
         &ControllerMessage::Welcome {
@@ -325,7 +327,9 @@ async fn run(
                 // The agent holds the lease it was welcomed with: after a
                 // change it attaches again, here, to hear the new one.
                 let now_in_force = liveness_in_force(ctx);
-                if now_in_force != welcomed {
+                if let Ok(now_in_force) = now_in_force
+                    && now_in_force != welcomed
+                {
                     tracing::info!(
                         %node,
                         lease_ms = now_in_force.lease_ms,

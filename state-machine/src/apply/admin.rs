@@ -11,7 +11,7 @@ use crate::command::Outcome;
 use crate::config::ClusterConfig;
 use crate::ids::{Actor, JobId};
 use crate::job::{Hold, JobState, PendingReason};
-use crate::node::{Node, NodeDefinition};
+use crate::node::{Availability, Node, NodeDefinition};
 use crate::node_liveness::{LivenessSettings, NodeLiveness};
 use crate::partition::Partition;
 use crate::qos::Qos;
@@ -72,8 +72,9 @@ pub(super) fn set_config(
     Ok(Outcome::Done)
 }
 
-/// Sets the nodes' liveness settings (validated against each other); the
-/// ones replaced still count for a transition (see [`crate::node_liveness`]).
+/// Sets the nodes' liveness settings (validated against each other); what
+/// they replace still counts for nodes registered before (see
+/// [`crate::node_liveness`]).
 pub(super) fn set_liveness(
     state: &mut ClusterState,
     liveness: NodeLiveness,
@@ -85,12 +86,19 @@ pub(super) fn set_liveness(
         .check()
         .map_err(|refusal| Rejection::InvalidConfig(refusal.to_string()))?;
     state.liveness = Some(match state.liveness {
-        Some(settings) => settings.changed(liveness, now),
-        None => LivenessSettings {
-            current: liveness,
-            previous: None,
-            changed_at: now,
-        },
+        Some(settings) => {
+            let all_registered_since = state
+                .nodes
+                .values()
+                .filter(|n| matches!(n.availability, Availability::Up { .. }))
+                .all(|n| {
+                    n.registration
+                        .as_ref()
+                        .is_some_and(|r| r.at > settings.changed_at)
+                });
+            settings.changed(liveness, now, all_registered_since)
+        }
+        None => LivenessSettings::first(liveness, now),
     });
     Ok(Outcome::Done)
 }
