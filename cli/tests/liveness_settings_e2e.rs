@@ -143,7 +143,7 @@ fn every_leader_uses_the_clusters_liveness_settings_and_admins_change_them() {
     wait_until(
         PATIENCE,
         "both agents attached to a leader with the edited file",
-        || leader != old || both_attached_with(&cluster, 10_000, &before),
+        || leader != old || both_attached_again(&cluster, &before),
     );
     let with_file = attaches(&cluster, 30_000);
     assert!(
