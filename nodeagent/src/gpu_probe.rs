@@ -12,7 +12,7 @@ use clap::Parser;
 use serde::Serialize;
 
 use crate::gpu::{
-    GpuBackend as _, GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState, backend_from_spec,
+    GpuBackend, GpuProcess, GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState, backend_from_spec,
 };
 
 /// The agent's subcommand that runs the probe.
@@ -46,6 +46,26 @@ struct Report {
     #[serde(flatten)]
     details: NodeGpuDetails,
     samples: Vec<GpuSample>,
+    /// What runs on the GPUs (by the UUID of the GPU or MIG instance).
+    processes: Vec<GpuProcess>,
+    /// Why the processes could not be listed, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    processes_error: Option<String>,
+}
+
+impl Report {
+    fn of(backend: &dyn GpuBackend, details: NodeGpuDetails, samples: Vec<GpuSample>) -> Self {
+        let (processes, processes_error) = match backend.processes() {
+            Ok(listed) => (listed, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        Report {
+            details,
+            samples,
+            processes,
+            processes_error,
+        }
+    }
 }
 
 /// Runs `corral-agent gpus ARGS` (the arguments after the subcommand).
@@ -89,10 +109,7 @@ fn probe(args: &ProbeArgs) -> Result<Report, String> {
     }
     let dir = tempfile_dir()?;
     let backend = backend_from_spec(&args.gpus, &dir).map_err(|e| e.to_string())?;
-    let report = Report {
-        details: backend.details(),
-        samples: backend.gpu_samples(),
-    };
+    let report = Report::of(&backend, backend.details(), backend.gpu_samples());
     let _ = std::fs::remove_dir_all(&dir);
     Ok(report)
 }
@@ -107,10 +124,7 @@ fn listen_and_report(gpus: &NvmlGpus, listen: Duration) -> Report {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(listen);
-    Report {
-        samples: gpus.sample(),
-        details: gpus.details(),
-    }
+    Report::of(gpus, gpus.details(), gpus.sample())
 }
 
 /// A private directory for a simulated backend's control socket.
@@ -207,6 +221,19 @@ fn print_text(report: &Report) {
                 None => println!("  verdict        healthy"),
                 Some(problem) => println!("  verdict        UNHEALTHY: {problem}"),
             }
+        }
+        let mut uuids = vec![info.uuid.as_str()];
+        uuids.extend(info.mig.iter().map(|m| m.uuid.as_str()));
+        let pids: Vec<String> = report
+            .processes
+            .iter()
+            .filter(|p| uuids.contains(&p.uuid.as_str()))
+            .map(|p| p.pid.to_string())
+            .collect();
+        match &report.processes_error {
+            Some(e) => println!("  processes      cannot be listed: {e}"),
+            None if pids.is_empty() => println!("  processes      none"),
+            None => println!("  processes      {}", pids.join(", ")),
         }
     }
     let watch = &d.xid_watch;

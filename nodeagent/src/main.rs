@@ -261,6 +261,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             working_controller: args.controllers.first().cloned(),
             gpu_devices,
             cgroups,
+            gpus: Some(corral_agent::supervisor::GpuHolders::new(Arc::clone(&gpus))),
         },
         outbox.clone(),
         Arc::clone(&journal),

@@ -9,13 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_agent::attempt_journal::Journal;
+use corral_agent::gpu::{FaultCommand, GpuBackend, SimulatedGpus};
 use corral_agent::job::process::Cgroups;
 use corral_agent::job::process::cgroup::own_cgroup;
 use corral_agent::outbox::Outbox;
-use corral_agent::supervisor::{Supervisor, SupervisorSettings};
+use corral_agent::supervisor::{GpuHolders, Supervisor, SupervisorSettings};
 use corral_proto::agent::{AgentReport, Launch};
 use corral_state::ids::JobId;
 use corral_state::job::BatchScript;
+use corral_state::mig::MigLayout;
 use corral_state::slurm::signal::Signal;
 use corral_state::testkit::{at, cluster, spec, start, submit};
 
@@ -39,6 +41,16 @@ fn supervisor(dir: &Path, outbox: &Outbox) -> Supervisor {
 
 /// [`supervisor`], with attempt cgroups in `cgroups`.
 fn supervisor_with(dir: &Path, outbox: &Outbox, cgroups: Option<Cgroups>) -> Supervisor {
+    supervisor_of(dir, outbox, cgroups, None)
+}
+
+/// [`supervisor_with`], looking for an attempt's processes on `gpus` too.
+fn supervisor_of(
+    dir: &Path,
+    outbox: &Outbox,
+    cgroups: Option<Cgroups>,
+    gpus: Option<GpuHolders>,
+) -> Supervisor {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     let (journal, _) = Journal::open(&dir.join("attempts")).unwrap();
     Supervisor::new(
@@ -60,6 +72,7 @@ fn supervisor_with(dir: &Path, outbox: &Outbox, cgroups: Option<Cgroups>) -> Sup
             working_controller: None,
             gpu_devices: Vec::new(),
             cgroups,
+            gpus,
         },
         outbox.clone(),
         Arc::new(journal),
@@ -315,4 +328,80 @@ async fn a_process_that_leaves_its_group_and_clears_its_environment_is_fenced_th
     assert!(!cgroup.dir_exists(), "the attempt's cgroup was not removed");
     assert!(cgroups.kill_all(Duration::from_secs(5)).is_empty());
     assert!(!cgroups.dir().exists());
+}
+
+/// Where no cgroup holds them (a node without cgroup v2, or a process that
+/// got out of it), a job process that left its group and cleared its
+/// environment still holds a context on its GPU: the GPUs list it (NVML's
+/// running processes; here the simulated backend, told by `context GPU
+/// PID` as a CUDA program's context would show), the fence ends it, and
+/// the attempt ends only once it is gone. Without the GPUs looked at, the
+/// same process outlives the fence and the GPU is reported free under it.
+#[tokio::test]
+async fn a_process_that_escaped_every_other_way_is_found_on_its_gpu_and_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let simulated = Arc::new(
+        SimulatedGpus::new(
+            8,
+            "h100",
+            &MigLayout::default(),
+            dir.path().join("gpu.sock"),
+        )
+        .unwrap(),
+    );
+    let escape = "setsid env -i /bin/sh -c 'echo $$ > escaped; exec sleep 300' \
+        </dev/null >/dev/null 2>&1 & sleep 30";
+    let holds_its_gpu = |job: &Launch, pid: i32| {
+        let gpus = &job.job.attempts[0].allocation[0].gpus;
+        assert!(!gpus.is_empty(), "the job holds no GPU");
+        for gpu in gpus {
+            simulated
+                .apply(&FaultCommand::Context {
+                    gpu: *gpu,
+                    pid: pid as u32,
+                })
+                .unwrap();
+        }
+    };
+
+    // The control: not looking at the GPUs, the escaped process survives.
+    let control_dir = dir.path().join("control");
+    std::fs::create_dir(&control_dir).unwrap();
+    let control_outbox = Outbox::default();
+    let control = supervisor(&control_dir, &control_outbox);
+    let job = launch(&control_dir, escape);
+    control.launch(job.clone());
+    let escaped = written_pid(&control_dir.join("escaped")).await;
+    holds_its_gpu(&job, escaped);
+    control.fence();
+    lost_reported(&control_outbox, "the control's end is reported").await;
+    let survived = !dead(escaped);
+    let listed = simulated.processes().unwrap().len();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(escaped),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(
+        survived,
+        "the escape did not escape: the test proves nothing"
+    );
+    assert_eq!(listed, 1, "the GPU did not list the escaped process");
+
+    let outbox = Outbox::default();
+    let holders = GpuHolders::new(Arc::clone(&simulated) as Arc<dyn GpuBackend>);
+    let agent = supervisor_of(dir.path(), &outbox, None, Some(holders));
+    let job = launch(dir.path(), escape);
+    agent.launch(job.clone());
+    let escaped = written_pid(&dir.path().join("escaped")).await;
+    holds_its_gpu(&job, escaped);
+    agent.fence();
+    lost_reported(&outbox, "its end is reported").await;
+    assert!(
+        dead(escaped),
+        "the escaped process {escaped} outlived the fence"
+    );
+    assert!(
+        simulated.processes().unwrap().is_empty(),
+        "the GPU still lists a process of the ended attempt"
+    );
 }

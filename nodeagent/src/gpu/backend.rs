@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::details::NodeGpuDetails;
+use super::error::GpuError;
 
 /// One GPU as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +82,16 @@ pub struct XidEvent {
     pub detail: String,
 }
 
+/// A process that holds a context on a GPU: what NVML lists as running there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    /// The UUID of the GPU (`GPU-...`) or MIG instance (`MIG-...`) it runs on,
+    /// as the slot's [`GpuInfo::uuid`] names it.
+    pub uuid: String,
+    /// The process.
+    pub pid: u32,
+}
+
 /// A source of GPU inventory, health and XID events.
 ///
 /// Implementations are cheap to query: [`GpuBackend::sample`] runs every
@@ -108,4 +119,10 @@ pub trait GpuBackend: Send + Sync + 'static {
     /// receiver of the events raised from then on. The receiver never closes
     /// while the backend lives.
     fn xid_events(&self) -> UnboundedReceiver<XidEvent>;
+
+    /// The processes that hold a context on a GPU now (compute and
+    /// graphics), each by the GPU or MIG instance it runs on: how a job's
+    /// process that left its process group, its cgroup and its environment is
+    /// still found before its GPUs are given to another job.
+    fn processes(&self) -> Result<Vec<GpuProcess>, GpuError>;
 }

@@ -1,5 +1,6 @@
 //! `FaultCommand`: a fault injected into a simulated GPU, and its one-line text
-//! form on the control socket (`xid 3 79`, `heal 3`, `temp 3 95`).
+//! form on the control socket (`xid 3 79`, `heal 3`, `temp 3 95`,
+//! `context 3 4242`).
 //!
 //! The agent answers each line with `ok` or `error: REASON`.
 
@@ -15,7 +16,7 @@ pub const MAX_COMMAND_LEN: usize = 256;
 pub const MAX_TEMPERATURE_C: u32 = 150;
 
 /// The forms, for error messages.
-const USAGE: &str = "expected `xid GPU XID`, `heal GPU` or `temp GPU CELSIUS`";
+const USAGE: &str = "expected `xid GPU XID`, `heal GPU`, `temp GPU CELSIUS` or `context GPU PID`";
 
 /// A fault (or a repair) for one simulated GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,14 @@ pub enum FaultCommand {
         /// Degrees Celsius, at most [`MAX_TEMPERATURE_C`].
         celsius: u32,
     },
+    /// Process `pid` opens a context on GPU `gpu` (as a CUDA program does):
+    /// the GPU lists it among its processes until it exits.
+    Context {
+        /// The GPU's index.
+        gpu: u32,
+        /// The process.
+        pid: u32,
+    },
 }
 
 impl FaultCommand {
@@ -48,7 +57,8 @@ impl FaultCommand {
         match *self {
             FaultCommand::Xid { gpu, .. }
             | FaultCommand::Heal { gpu }
-            | FaultCommand::Temperature { gpu, .. } => gpu,
+            | FaultCommand::Temperature { gpu, .. }
+            | FaultCommand::Context { gpu, .. } => gpu,
         }
     }
 }
@@ -59,6 +69,7 @@ impl fmt::Display for FaultCommand {
             FaultCommand::Xid { gpu, xid } => write!(f, "xid {gpu} {xid}"),
             FaultCommand::Heal { gpu } => write!(f, "heal {gpu}"),
             FaultCommand::Temperature { gpu, celsius } => write!(f, "temp {gpu} {celsius}"),
+            FaultCommand::Context { gpu, pid } => write!(f, "context {gpu} {pid}"),
         }
     }
 }
@@ -97,10 +108,14 @@ impl FromStr for FaultCommand {
                 }
                 Ok(FaultCommand::Temperature { gpu, celsius })
             }
+            ["context", gpu, pid] => Ok(FaultCommand::Context {
+                gpu: number("GPU index", gpu)?,
+                pid: number("process id", pid)?,
+            }),
             [] => Err(bad(format!("empty; {USAGE}"))),
-            [verb, ..] if matches!(*verb, "xid" | "heal" | "temp") => Err(bad(format!(
-                "wrong number of arguments for `{verb}`; {USAGE}"
-            ))),
+            [verb, ..] if matches!(*verb, "xid" | "heal" | "temp" | "context") => Err(bad(
+                format!("wrong number of arguments for `{verb}`; {USAGE}"),
+            )),
             [verb, ..] => Err(bad(format!("unknown command `{verb}`; {USAGE}"))),
         }
     }
@@ -119,6 +134,7 @@ mod tests {
                 gpu: 7,
                 celsius: 95,
             },
+            FaultCommand::Context { gpu: 2, pid: 4242 },
         ];
         for command in commands {
             let text = command.to_string();

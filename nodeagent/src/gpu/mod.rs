@@ -20,7 +20,7 @@ mod slots;
 mod spec;
 mod xid;
 
-pub use backend::{GpuBackend, GpuInfo, GpuSample, MigInstance, XidEvent};
+pub use backend::{GpuBackend, GpuInfo, GpuProcess, GpuSample, MigInstance, XidEvent};
 pub use details::{
     GpuDetails, MigModes, NodeGpuDetails, UnwatchedGpu, WaitCounts, WatchedGpu, XidWatch,
     XidWatchState,

@@ -3,8 +3,9 @@
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::backend::{GpuBackend, GpuInfo, GpuProcess, GpuSample, XidEvent};
 use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
+use super::error::GpuError;
 use super::fanout::XidFanout;
 
 /// A node without GPUs.
@@ -40,5 +41,9 @@ impl GpuBackend for NoGpus {
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
         // The fan-out keeps the sender, so the receiver stays open and empty.
         self.fanout.subscribe()
+    }
+
+    fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+        Ok(Vec::new())
     }
 }

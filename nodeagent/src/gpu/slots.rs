@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::backend::{GpuBackend, GpuInfo, GpuProcess, GpuSample, XidEvent};
 use super::details::NodeGpuDetails;
+use super::error::GpuError;
 use super::xid::classify_xid;
 
 /// One slot: where it lives and how CUDA names it.
@@ -169,6 +170,11 @@ impl GpuBackend for GpuSlots {
     /// The physical GPUs, with their MIG instances.
     fn details(&self) -> NodeGpuDetails {
         self.backend.details()
+    }
+
+    /// Named by UUID: a slot's [`GpuInfo::uuid`] is its GPU's or instance's.
+    fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+        self.backend.processes()
     }
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
@@ -321,6 +327,10 @@ mod tests {
         fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
             unbounded_channel().1
         }
+
+        fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+            Ok(Vec::new())
+        }
     }
 
     #[test]
@@ -388,6 +398,10 @@ mod tests {
         }
         fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
             self.0.xid_events()
+        }
+
+        fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+            self.0.processes()
         }
     }
 }

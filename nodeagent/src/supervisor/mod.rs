@@ -20,6 +20,7 @@
 //!   too.
 
 pub mod attempt;
+mod gpu_holders;
 mod launching;
 mod teardown;
 
@@ -40,6 +41,7 @@ use crate::job::process::{AGENT_ID_ENV, RunAs, attempt_processes, resolve_user};
 use crate::outbox::Outbox;
 use attempt::{Attempt, Begun, Phase, Why};
 pub use attempt::{AttemptKey, TaskId};
+pub use gpu_holders::GpuHolders;
 
 /// Where the agent keeps things and who it is.
 #[derive(Debug, Clone)]
@@ -77,6 +79,9 @@ pub struct SupervisorSettings {
     /// This agent's cgroups, where the node has cgroup v2 and the agent may
     /// make them: every attempt's processes in one of its own.
     pub cgroups: Option<crate::job::process::Cgroups>,
+    /// The node's GPUs (slots), whose listed processes of an attempt's user
+    /// on the attempt's GPUs are the attempt's too; `None`: not looked at.
+    pub gpus: Option<GpuHolders>,
 }
 
 /// The attempts of this node.
@@ -376,21 +381,31 @@ impl Supervisor {
 
     /// What finds the processes of attempt `key` that left its process groups
     /// (see [`attempt_processes`]), to run on a blocking thread (as often as
-    /// needed).
+    /// needed): by their environment, in the attempt's cgroup, and on the
+    /// attempt's GPUs (what the GPUs list of its user's processes), so that
+    /// its GPUs are reported free only once nothing of it holds them.
     fn escaped_finder(
         &self,
         key: AttemptKey,
     ) -> Option<impl Fn() -> Vec<i32> + Send + Sync + 'static> {
-        let uid = self.table().get(&key)?.uid;
+        let (uid, slots) = {
+            let attempts = self.table();
+            let attempt = attempts.get(&key)?;
+            (attempt.uid, attempt.gpus.clone())
+        };
         let agent_id = self.settings.agent_id.clone();
         let cgroup = self.attempt_cgroup(key);
+        let gpus = self.settings.gpus.clone().filter(|_| !slots.is_empty());
         Some(move || {
             let mut pids = attempt_processes(key.0.0, key.1, &agent_id, uid);
             if let Some(cgroup) = &cgroup {
                 pids.extend(cgroup.pids_below());
-                pids.sort_unstable();
-                pids.dedup();
             }
+            if let Some(gpus) = &gpus {
+                pids.extend(gpus.of(&slots, uid, key));
+            }
+            pids.sort_unstable();
+            pids.dedup();
             pids
         })
     }

@@ -5,6 +5,7 @@
 mod details;
 mod events;
 mod open;
+mod processes;
 mod sample;
 
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use nvml_wrapper::Nvml;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::backend::{GpuBackend, GpuInfo, GpuProcess, GpuSample, XidEvent};
 use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
 use super::error::GpuError;
 use super::fanout::XidFanout;
@@ -182,5 +183,9 @@ impl GpuBackend for NvmlGpus {
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
         self.shared.fanout.subscribe()
+    }
+
+    fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+        processes::read(&self.shared.nvml, &self.infos)
     }
 }

@@ -4,7 +4,7 @@
 
 use corral_state::mig::MigLayout;
 
-use crate::gpu::backend::{GpuInfo, GpuSample, MigInstance, XidEvent};
+use crate::gpu::backend::{GpuInfo, GpuProcess, GpuSample, MigInstance, XidEvent};
 use crate::gpu::fault_command::FaultCommand;
 use crate::gpu::xid::classify_xid;
 
@@ -58,6 +58,9 @@ pub struct Fleet {
     idle_temperature_c: Vec<u32>,
     idle_power_w: f64,
     gpus: Vec<SimulatedGpu>,
+    /// (GPU index, pid) of the processes that opened a context on a GPU
+    /// (`context GPU PID`), until they exit.
+    contexts: Vec<(u32, u32)>,
 }
 
 impl Fleet {
@@ -101,7 +104,25 @@ impl Fleet {
             idle_temperature_c,
             idle_power_w: profile.idle_power_w,
             gpus,
+            contexts: Vec::new(),
         }
+    }
+
+    /// The processes that opened a context on a GPU and for which `alive`
+    /// holds; the others are forgotten (they exited, and so did their
+    /// contexts).
+    pub fn contexts(&mut self, alive: impl Fn(u32) -> bool) -> Vec<GpuProcess> {
+        self.contexts.retain(|(_, pid)| alive(*pid));
+        self.contexts
+            .iter()
+            .filter_map(|(gpu, pid)| {
+                let info = self.infos.iter().find(|i| i.index == *gpu)?;
+                Some(GpuProcess {
+                    uuid: info.uuid.clone(),
+                    pid: *pid,
+                })
+            })
+            .collect()
     }
 
     /// The GPUs' descriptions.
@@ -148,6 +169,21 @@ impl Fleet {
             }
             FaultCommand::Temperature { celsius, .. } => {
                 gpu.temperature_c = celsius;
+                Ok(None)
+            }
+            FaultCommand::Context { gpu: index, pid } => {
+                if self
+                    .infos
+                    .iter()
+                    .any(|info| info.index == index && info.mig_mode)
+                {
+                    return Err(format!(
+                        "GPU {index} is in MIG mode: its contexts run on its instances, which the simulator does not place processes on"
+                    ));
+                }
+                if !self.contexts.contains(&(index, pid)) {
+                    self.contexts.push((index, pid));
+                }
                 Ok(None)
             }
         }

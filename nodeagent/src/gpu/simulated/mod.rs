@@ -1,6 +1,7 @@
 //! `SimulatedGpus`: N fake GPUs of one type for tests, the demo and chaos runs.
 //! Faults come from outside through a control socket (see [`crate::gpu::inject`]
-//! for the client and [`FaultCommand`] for the commands).
+//! for the client and [`FaultCommand`] for the commands), and so do the
+//! processes that say they opened a context on a GPU (what NVML would list).
 
 mod control_server;
 mod fleet;
@@ -16,7 +17,7 @@ use corral_state::mig::MigLayout;
 pub use fleet::SIMULATED_THERMAL_LIMIT_C;
 use fleet::{FNV_OFFSET, Fleet, fnv1a};
 
-use super::backend::{GpuBackend, GpuInfo, GpuSample, XidEvent};
+use super::backend::{GpuBackend, GpuInfo, GpuProcess, GpuSample, XidEvent};
 use super::details::{NodeGpuDetails, XidWatch, XidWatchState};
 use super::error::GpuError;
 use super::fanout::XidFanout;
@@ -140,6 +141,13 @@ impl GpuBackend for SimulatedGpus {
 
     fn xid_events(&self) -> UnboundedReceiver<XidEvent> {
         self.state.fanout.subscribe()
+    }
+
+    /// The processes that said they opened a context (`context GPU PID`),
+    /// while they live (a zombie's context is gone).
+    fn processes(&self) -> Result<Vec<GpuProcess>, GpuError> {
+        let alive = |pid: u32| i32::try_from(pid).is_ok_and(crate::job::process::process_alive);
+        Ok(self.state.fleet().contexts(alive))
     }
 }
 

@@ -39,6 +39,21 @@ pub fn attempt_processes(job: u64, attempt: u32, agent: &str, uid: u32) -> Vec<i
         .collect()
 }
 
+/// Of `pids` (the processes a GPU lists), the live ones of user `uid`, other
+/// than this process: a job's processes on its GPUs, whatever group, cgroup
+/// or environment they left (another user's, a monitoring daemon's, are
+/// never the job's).
+pub fn live_processes_of(pids: impl IntoIterator<Item = u32>, uid: u32) -> Vec<i32> {
+    let me = own_pid();
+    pids.into_iter()
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .filter(|pid| *pid != me)
+        .map(ProcessEntry::of)
+        .filter(|p| p.uid() == Some(uid) && p.is_live())
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// A job process an earlier agent of this node started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Leftover {

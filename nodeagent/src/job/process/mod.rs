@@ -28,7 +28,9 @@ use corral_proto::step::TerminalSize;
 
 pub use cgroup::{AttemptCgroup, Cgroups};
 pub use error::ProcessError;
-pub use escaped::{AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes};
+pub use escaped::{
+    AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes, live_processes_of,
+};
 pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
 pub use output_paths::{output_paths, task_output_paths};
