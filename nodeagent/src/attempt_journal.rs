@@ -41,6 +41,21 @@ pub struct Record {
     pub end: Option<AgentReport>,
     /// The leader committed the end.
     pub acknowledged: bool,
+    /// The GPUs it holds here and its user, while it has not ended: where a
+    /// restarted agent also looks for its processes (journals of older
+    /// agents have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuHold>,
+}
+
+/// An attempt's GPUs on this node and the user its processes run as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuHold {
+    /// The job's uid here.
+    pub uid: u32,
+    /// Its GPUs' (or MIG instances') UUIDs: slot numbers may change with a
+    /// restart, UUIDs do not.
+    pub uuids: Vec<String>,
 }
 
 impl Record {
@@ -115,8 +130,13 @@ impl Journal {
             .map_or(true, |n| n.get(&key.0).is_some_and(|a| *a >= key.1))
     }
 
-    /// Records that attempt `key` starts under `agent_id`.
-    pub fn started(&self, key: AttemptKey, agent_id: &str) -> io::Result<()> {
+    /// Records that attempt `key` starts under `agent_id`, holding `gpus`.
+    pub fn started(
+        &self,
+        key: AttemptKey,
+        agent_id: &str,
+        gpus: Option<GpuHold>,
+    ) -> io::Result<()> {
         if let Ok(mut newest) = self.newest.lock() {
             let entry = newest.entry(key.0).or_insert(key.1);
             *entry = (*entry).max(key.1);
@@ -127,6 +147,7 @@ impl Journal {
             agent_id: agent_id.to_string(),
             end: None,
             acknowledged: false,
+            gpus,
         })
     }
 
@@ -138,6 +159,7 @@ impl Journal {
             agent_id: agent_id.to_string(),
             end: Some(end.clone()),
             acknowledged: false,
+            gpus: None,
         })
     }
 
@@ -149,6 +171,7 @@ impl Journal {
             agent_id: agent_id.to_string(),
             end: None,
             acknowledged: true,
+            gpus: None,
         })
     }
 
@@ -223,8 +246,12 @@ mod tests {
         let (journal, records) = Journal::open(dir.path()).expect("open");
         assert!(records.is_empty());
         assert!(!journal.ran((JobId(5), 2)));
-        journal.started((JobId(5), 2), "n1:a").expect("started");
-        journal.started((JobId(6), 1), "n1:a").expect("started");
+        journal
+            .started((JobId(5), 2), "n1:a", None)
+            .expect("started");
+        journal
+            .started((JobId(6), 1), "n1:a", None)
+            .expect("started");
         let exit = AgentReport::BatchExited {
             job: JobId(6),
             attempt: 1,

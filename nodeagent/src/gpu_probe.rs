@@ -12,7 +12,8 @@ use clap::Parser;
 use serde::Serialize;
 
 use crate::gpu::{
-    GpuBackend, GpuProcess, GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState, backend_from_spec,
+    GpuBackend, GpuProcess, GpuSample, GpuSpec, NodeGpuDetails, NvmlGpus, XidWatchState,
+    backend_from_spec,
 };
 
 /// The agent's subcommand that runs the probe.

@@ -217,6 +217,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let slots = backend_from_spec(&args.gpus, &args.state_dir)?;
     let gpu_devices = slots.devices();
     let gpus: Arc<dyn GpuBackend> = Arc::new(slots);
+    let gpu_holders = corral_agent::supervisor::GpuHolders::new(Arc::clone(&gpus));
     let outbox = Outbox::default();
     let run_as_job_user = nix::unistd::geteuid().is_root();
     let step_socket = args.state_dir.join("step.sock");
@@ -234,7 +235,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         &journal,
         records,
         unkillable_timeout,
-        cgroups.as_ref(),
+        (cgroups.as_ref(), Some(&gpu_holders)),
     )
     .await;
     if let Some(cgroups) = &cgroups {
@@ -261,7 +262,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             working_controller: args.controllers.first().cloned(),
             gpu_devices,
             cgroups,
-            gpus: Some(corral_agent::supervisor::GpuHolders::new(Arc::clone(&gpus))),
+            gpus: Some(gpu_holders),
         },
         outbox.clone(),
         Arc::clone(&journal),

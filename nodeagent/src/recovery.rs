@@ -6,7 +6,9 @@
 //!    another cluster's agent on the same machine may use the same node name)
 //!    is SIGKILLed, and the agent waits until they are gone; so is everything
 //!    in those agents' cgroups, where the node has them (a process that cleared
-//!    its environment is there too). corral does not adopt a running attempt across an
+//!    its environment is there too), and every process of an unfinished
+//!    attempt's user that its GPUs list (the journal records them: one that
+//!    also left its cgroup, or ran where there is none, holds its GPU still). corral does not adopt a running attempt across an
 //!    agent restart: its batch script is not this agent's child (its exit
 //!    status would be lost), and its step tasks lost their output pipes with
 //!    the old agent. Killing them and failing the attempt over (requeued,
@@ -27,9 +29,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
-use crate::attempt_journal::{Journal, Record};
+use crate::attempt_journal::{GpuHold, Journal, Record};
 use crate::job::process::{Cgroups, Leftover, agents_processes};
-use crate::supervisor::AttemptKey;
+use crate::supervisor::{AttemptKey, GpuHolders};
 
 /// The end reports to send for earlier agents' attempts, oldest first.
 /// `cgroups`: this agent's, beside which the earlier agents' are.
@@ -38,7 +40,7 @@ pub async fn recover(
     journal: &Journal,
     records: Vec<Record>,
     unkillable_timeout: Duration,
-    cgroups: Option<&Cgroups>,
+    (cgroups, gpus): (Option<&Cgroups>, Option<&GpuHolders>),
 ) -> Vec<(AttemptKey, AgentReport)> {
     let earlier: BTreeSet<String> = records
         .iter()
@@ -48,7 +50,14 @@ pub async fn recover(
     if let Some(cgroups) = cgroups {
         kill_cgroups(cgroups, &earlier, unkillable_timeout).await;
     }
-    let survivors = kill_leftovers(earlier, unkillable_timeout).await;
+    // Unfinished attempts' GPUs, where this agent can list their processes.
+    let holds: Vec<(AttemptKey, GpuHold)> = records
+        .iter()
+        .filter(|r| !r.acknowledged && r.end.is_none() && r.agent_id != agent_id)
+        .filter_map(|r| Some((r.key(), r.gpus.clone()?)))
+        .collect();
+    let on_gpus = gpus.cloned().map(|gpus| (gpus, holds));
+    let survivors = kill_leftovers(earlier, on_gpus, unkillable_timeout).await;
     let mut ends = Vec::new();
     for record in records.into_iter().filter(|r| !r.acknowledged) {
         let key = record.key();
@@ -106,25 +115,46 @@ async fn kill_cgroups(cgroups: &Cgroups, earlier: &BTreeSet<String>, patience: D
     }
 }
 
-/// SIGKILLs the processes the `earlier` agents started, until they are gone
-/// or `patience` runs out; returns those left, by attempt.
+/// SIGKILLs the processes the `earlier` agents started (and those the GPUs
+/// list of the attempts `on_gpus` holds), until they are gone or `patience`
+/// runs out; returns those left, by attempt.
 async fn kill_leftovers(
     earlier: BTreeSet<String>,
+    on_gpus: Option<(GpuHolders, Vec<(AttemptKey, GpuHold)>)>,
     patience: Duration,
 ) -> BTreeMap<AttemptKey, Vec<i32>> {
     if earlier.is_empty() {
         return BTreeMap::new();
     }
     let earlier = std::sync::Arc::new(earlier);
+    let on_gpus = std::sync::Arc::new(on_gpus);
     let deadline = Instant::now() + patience;
     let mut pause = Duration::from_millis(5);
     let mut announced = false;
     loop {
         let agents = std::sync::Arc::clone(&earlier);
+        let on_gpus = std::sync::Arc::clone(&on_gpus);
         let leftovers: Vec<Leftover> =
-            tokio::task::spawn_blocking(move || agents_processes(&agents))
-                .await
-                .unwrap_or_default();
+            tokio::task::spawn_blocking(move || {
+                let mut found = agents_processes(&agents);
+                if let Some((gpus, holds)) = on_gpus.as_ref() {
+                    for ((job, attempt), hold) in holds {
+                        let whose = format!("job {job} attempt {attempt}");
+                        found.extend(gpus.on(&hold.uuids, hold.uid, &whose).into_iter().map(
+                            |pid| Leftover {
+                                pid,
+                                job: job.0,
+                                attempt: *attempt,
+                            },
+                        ));
+                    }
+                }
+                found.sort_by_key(|l| (l.pid, l.job, l.attempt));
+                found.dedup_by_key(|l| l.pid);
+                found
+            })
+            .await
+            .unwrap_or_default();
         if leftovers.is_empty() {
             if announced {
                 tracing::info!("every process of the earlier agents is gone");

@@ -4,6 +4,7 @@
 //! supervisor on the same journal), and fenced attempts are reported lost.
 #![allow(clippy::unwrap_used)]
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -404,4 +405,85 @@ async fn a_process_that_escaped_every_other_way_is_found_on_its_gpu_and_fenced()
         simulated.processes().unwrap().is_empty(),
         "the GPU still lists a process of the ended attempt"
     );
+}
+
+/// After an agent restart: a process of an earlier agent's attempt that left
+/// its group and its environment, where no cgroup holds it, is found on the
+/// GPUs the journal recorded for the attempt, killed before the new agent
+/// offers them, and the attempt is reported lost. Without the GPUs looked
+/// at, it survives the restart.
+#[tokio::test]
+async fn a_restarted_agent_finds_an_earlier_attempts_escaped_process_on_its_gpus() {
+    use corral_agent::attempt_journal::GpuHold;
+    use corral_agent::recovery::recover;
+
+    let dir = tempfile::tempdir().unwrap();
+    let simulated = Arc::new(
+        SimulatedGpus::new(
+            8,
+            "h100",
+            &MigLayout::default(),
+            dir.path().join("gpu.sock"),
+        )
+        .unwrap(),
+    );
+    let uuid = simulated.gpus()[3].uuid.clone();
+    let uid = nix::unistd::geteuid().as_raw();
+    let key = (JobId(7), 1);
+    // An earlier agent's attempt on GPU 3, and its process out of every
+    // group and without its environment, holding a context on the GPU.
+    let earlier_attempt = |journal_dir: &Path| {
+        let (journal, _) = Journal::open(journal_dir).unwrap();
+        let hold = GpuHold {
+            uid,
+            uuids: vec![uuid.clone()],
+        };
+        journal.started(key, "n1:earlier", Some(hold)).unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("300")
+            .env_clear()
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        simulated
+            .apply(&FaultCommand::Context {
+                gpu: 3,
+                pid: child.id(),
+            })
+            .unwrap();
+        child
+    };
+    let lost_only = |ends: &[(corral_agent::supervisor::AttemptKey, AgentReport)]| matches!(ends, [(k, AgentReport::Lost { .. })] if *k == key);
+
+    let control_dir = dir.path().join("control");
+    let mut control = earlier_attempt(&control_dir);
+    let (journal, records) = Journal::open(&control_dir).unwrap();
+    let ends = recover("n1:now", &journal, records, DEADLINE, (None, None)).await;
+    let survived = !dead(control.id() as i32);
+    let _ = control.kill();
+    let _ = control.wait();
+    assert!(lost_only(&ends), "{ends:?}");
+    assert!(
+        survived,
+        "the escape did not escape: the test proves nothing"
+    );
+
+    let journal_dir = dir.path().join("attempts");
+    let mut escaped = earlier_attempt(&journal_dir);
+    let (journal, records) = Journal::open(&journal_dir).unwrap();
+    let holders = GpuHolders::new(Arc::clone(&simulated) as Arc<dyn GpuBackend>);
+    let ends = recover(
+        "n1:now",
+        &journal,
+        records,
+        DEADLINE,
+        (None, Some(&holders)),
+    )
+    .await;
+    let gone = dead(escaped.id() as i32);
+    let _ = escaped.kill();
+    let _ = escaped.wait();
+    assert!(lost_only(&ends), "{ends:?}");
+    assert!(gone, "the escaped process outlived the agent's restart");
+    assert!(simulated.processes().unwrap().is_empty());
 }

@@ -41,17 +41,33 @@ impl GpuHolders {
         }
     }
 
-    /// The live processes of user `uid` listed on GPU slots `slots`
-    /// (attempt `key`'s, named in the log when they cannot be listed: then
-    /// none are found, and the other ways of finding them stand).
-    pub fn of(&self, slots: &[u32], uid: u32, key: AttemptKey) -> Vec<i32> {
-        let uuids: Vec<String> = self
-            .gpus
+    /// The UUIDs of GPU slots `slots` (a MIG instance's for an instance).
+    pub fn uuids(&self, slots: &[u32]) -> Vec<String> {
+        self.gpus
             .gpus()
             .into_iter()
             .filter(|info| slots.contains(&info.index))
             .map(|info| info.uuid)
-            .collect();
+            .collect()
+    }
+
+    /// The live processes of user `uid` listed on GPU slots `slots`
+    /// (attempt `key`'s, named in the log when they cannot be listed: then
+    /// none are found, and the other ways of finding them stand).
+    pub fn of(&self, slots: &[u32], uid: u32, key: AttemptKey) -> Vec<i32> {
+        self.on(
+            &self.uuids(slots),
+            uid,
+            &format!("job {} attempt {}", key.0, key.1),
+        )
+    }
+
+    /// The live processes of user `uid` listed on the GPUs (or instances)
+    /// `uuids` (`whose` names them in the log when they cannot be listed).
+    pub fn on(&self, uuids: &[String], uid: u32, whose: &str) -> Vec<i32> {
+        if uuids.is_empty() {
+            return Vec::new();
+        }
         match self.gpus.processes() {
             Ok(listed) => live_processes_of(
                 listed
@@ -67,9 +83,7 @@ impl GpuHolders {
                 }
                 *said = Some(Instant::now());
                 tracing::warn!(
-                    job = %key.0,
-                    attempt = key.1,
-                    "cannot list the processes on the attempt's GPUs ({e}): a process of it that left its process group and cgroup would be missed"
+                    "cannot list the processes on the GPUs of {whose} ({e}): a process of it that left its process group and cgroup would be missed"
                 );
                 Vec::new()
             }

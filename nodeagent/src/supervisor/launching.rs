@@ -46,8 +46,9 @@ impl Supervisor {
                 tracing::warn!(job = %key.0, attempt = key.1, ?stall, "fault injected: the launch stalls");
                 std::thread::sleep(stall);
             }
+            let hold = this.gpu_hold(key);
             this.journal
-                .started(key, &this.settings.agent_id)
+                .started(key, &this.settings.agent_id, hold)
                 .map_err(|e| {
                     Failed::Agent(format!(
                         "cannot record the attempt in the agent's journal: {e}"

@@ -410,6 +410,19 @@ impl Supervisor {
         })
     }
 
+    /// What the journal records of attempt `key`'s GPUs, for a restarted
+    /// agent to look for its processes on them.
+    fn gpu_hold(&self, key: AttemptKey) -> Option<crate::attempt_journal::GpuHold> {
+        let gpus = self.settings.gpus.as_ref()?;
+        let (uid, slots) = {
+            let attempts = self.table();
+            let attempt = attempts.get(&key)?;
+            (attempt.uid, attempt.gpus.clone())
+        };
+        let uuids = gpus.uuids(&slots);
+        (!uuids.is_empty()).then_some(crate::attempt_journal::GpuHold { uid, uuids })
+    }
+
     /// Attempt `key`'s cgroup, when this agent has cgroups (made or not).
     pub fn attempt_cgroup(&self, key: AttemptKey) -> Option<crate::job::process::AttemptCgroup> {
         let cgroups = self.settings.cgroups.as_ref()?;
