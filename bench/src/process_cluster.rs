@@ -105,6 +105,11 @@ impl ProcessCluster {
         Ok(())
     }
 
+    /// Replica `id`'s data directory.
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.root.path().join(format!("data-{id}"))
+    }
+
     /// SIGKILLs replica `id`.
     pub fn kill(&mut self, id: u64) -> anyhow::Result<()> {
         if let Some(mut child) = self.children.remove(&id) {

@@ -42,6 +42,13 @@ pub struct RaftArgs {
     /// stream (how a follower controller forwards its clients' submissions).
     #[arg(long)]
     unary_calls: bool,
+    /// Replicas record the replica's own metrics (proposal and sync latency
+    /// histograms, process figures, log lines) as corrald does, and each is
+    /// scraped every second (Prometheus scrapes every 15 s by default): what
+    /// metrics cost the commit path. The controller's state gauges, read
+    /// only at a scrape, are not registered here.
+    #[arg(long)]
+    metrics: bool,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     json: bool,
@@ -172,7 +179,13 @@ async fn max_term(client: &LeaderClient, cluster: &ProcessCluster) -> u64 {
 
 /// Runs the benchmark and prints its figures.
 pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
-    let cluster = ProcessCluster::start(args.replicas, Vec::new())?;
+    let extra = if args.metrics {
+        vec!["--metrics".to_string()]
+    } else {
+        Vec::new()
+    };
+    let cluster = ProcessCluster::start(args.replicas, extra)?;
+    let scrapes = args.metrics.then(|| Scraper::start(&cluster));
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let client = cluster.client(Duration::from_secs(30));
@@ -245,6 +258,86 @@ pub fn run(args: &RaftArgs) -> anyhow::Result<()> {
         );
         report.put("max_commands_per_entry", MAX_COMMANDS_PER_ENTRY as u64);
         report.put("max_entries_in_flight", MAX_ENTRIES_IN_FLIGHT as u64);
+        report.put("metrics", if args.metrics { "on" } else { "off" });
+        if let Some(scrapes) = &scrapes {
+            let (count, bytes) = scrapes.figures();
+            report.put("metrics_scrapes", count);
+            report.put("metrics_scrape_bytes_mean", bytes / count.max(1));
+        }
         report.print(args.json)
     })
+}
+
+/// Scrapes every replica's `/metrics` once a second on a thread of its own,
+/// until dropped.
+struct Scraper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tally: Arc<std::sync::Mutex<(u64, u64)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Scraper {
+    fn start(cluster: &ProcessCluster) -> Scraper {
+        let files: Vec<_> = cluster
+            .ids()
+            .into_iter()
+            .map(|id| cluster.data_dir(id).join("metrics-address"))
+            .collect();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tally = Arc::new(std::sync::Mutex::new((0u64, 0u64)));
+        let thread = {
+            let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for file in &files {
+                        let Some(bytes) = std::fs::read_to_string(file)
+                            .ok()
+                            .and_then(|address| scrape(address.trim()))
+                        else {
+                            continue;
+                        };
+                        if let Ok(mut tally) = tally.lock() {
+                            tally.0 += 1;
+                            tally.1 += bytes;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        };
+        Scraper {
+            stop,
+            tally,
+            thread: Some(thread),
+        }
+    }
+
+    /// Scrapes so far, and their bytes in all.
+    fn figures(&self) -> (u64, u64) {
+        self.tally.lock().map_or((0, 0), |t| *t)
+    }
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One `GET /metrics`: the reply's length.
+fn scrape(address: &str) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).ok()?;
+    reply
+        .starts_with(b"HTTP/1.1 200")
+        .then_some(reply.len() as u64)
 }

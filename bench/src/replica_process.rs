@@ -42,6 +42,10 @@ pub struct ReplicaArgs {
     /// Election timeout range, ms.
     #[arg(long, default_value_t = RaftTiming::default().election_max_ms)]
     pub election_max_ms: u64,
+    /// Record metrics as corrald does and serve them on a loopback port,
+    /// written to `DIR/metrics-address`.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 /// Parses `1=127.0.0.1:7001,2=...`.
@@ -90,6 +94,19 @@ pub fn run(args: &ReplicaArgs) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
+        let _metrics = if args.metrics {
+            let metrics = corral_telemetry::Metrics::install("corral-bench-replica")?;
+            let server =
+                corral_telemetry::serve("127.0.0.1:0".parse()?, metrics.registry().clone()).await?;
+            std::fs::create_dir_all(&args.dir)?;
+            std::fs::write(
+                args.dir.join("metrics-address"),
+                server.address().to_string(),
+            )?;
+            Some(server)
+        } else {
+            None
+        };
         let replica = Replica::start(config).await?;
         if args.bootstrap {
             let members = peers

@@ -21,6 +21,7 @@ mod process_sampler;
 mod recorder;
 mod scenario;
 mod site;
+mod skew;
 mod soak;
 mod trainer;
 mod workload;

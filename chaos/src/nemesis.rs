@@ -39,6 +39,12 @@ pub enum Fault {
     /// (libfaketime), hold it there for 8 s, then restart it with the true
     /// clock: only the leader's clock may reach the log.
     SkewFollower(i64),
+    /// Restart a follower with its clock this many seconds off, kill the
+    /// leader until that follower wins an election, hold it leading for
+    /// 10 s, then restart it with the true clock: the other controllers'
+    /// clocks outvote its clock, and the replicated time vouches for theirs
+    /// while no majority agrees.
+    SkewLeader(i64),
     /// Cut the leader off from the other controllers and every agent for this
     /// many seconds (this machine, where the clients run, still reaches it).
     IsolateLeader(u64),
@@ -93,6 +99,7 @@ impl Fault {
             Fault::KillAgent => "kill-agent".into(),
             Fault::PauseAgent(s) => format!("pause-agent-{s}s"),
             Fault::SkewFollower(s) => format!("skew-follower{s:+}s"),
+            Fault::SkewLeader(s) => format!("skew-leader{s:+}s"),
             Fault::IsolateLeader(s) => format!("isolate-leader-{s}s"),
             Fault::Halves(s) => format!("halves-{s}s"),
             Fault::Bridge(s) => format!("bridge-{s}s"),
@@ -156,7 +163,7 @@ impl Fault {
             Fault::PauseAgent(_) => &["pause-agent", "resume-agent"],
             Fault::XidCritical | Fault::XidApplication => &["xid"],
             Fault::StallLeaderDisk(_) | Fault::SlowLeaderDisk(_) => &["stall-disk", "unstall-disk"],
-            Fault::SkewFollower(_) => {
+            Fault::SkewFollower(_) | Fault::SkewLeader(_) => {
                 if let Control::Exec { .. } = cluster.control {
                     return Some(
                         "a clock skew restarts a controller under libfaketime: on a local \
@@ -242,12 +249,6 @@ fn sleep_unless_stopped(time: Duration, stop: &AtomicBool) -> bool {
 }
 
 /// Where Debian's faketime package puts the library.
-const FAKETIME_LIBRARIES: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-    "/usr/lib/faketime/libfaketimeMT.so.1",
-];
-
 fn controller(id: u64) -> String {
     format!("controller-{id}")
 }
@@ -313,6 +314,11 @@ fn inject(
         Ok(controller(leader))
     };
     let secs = Duration::from_secs;
+    // Back on the true clock (a failed kill: it was not running).
+    let unskew = |target: &str| {
+        let _ = control.act(Act::Kill, target);
+        control.act(Act::Start, target)
+    };
     match fault {
         Fault::KillLeader | Fault::KillController => {
             let target = if fault == Fault::KillLeader {
@@ -403,11 +409,7 @@ fn inject(
             )
         }
         Fault::SkewFollower(seconds) => {
-            let library = FAKETIME_LIBRARIES
-                .iter()
-                .find(|p| std::path::Path::new(p).exists())
-                .context("libfaketime is not installed (apt-get install faketime)")
-                .map_err(Injection::Skipped)?;
+            crate::skew::faketime_library().map_err(Injection::Skipped)?;
             let (leader, _) = cluster
                 .leader()
                 .context("no controller names a leader")
@@ -425,26 +427,52 @@ fn inject(
             begin(&target);
             hold_fault(
                 (
-                    || {
-                        control.act(Act::Kill, &target)?;
-                        control.start_with_env(
-                            &target,
-                            &[
-                                format!("LD_PRELOAD={library}"),
-                                format!("FAKETIME={seconds:+}s"),
-                                "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
-                            ],
-                        )
-                    },
+                    || crate::skew::restart_skewed(control, &target, seconds),
                     secs(8),
                 ),
-                // Back on the true clock (a failed kill: it was not running).
-                || {
-                    let _ = control.act(Act::Kill, &target);
-                    control.act(Act::Start, &target)
-                },
+                || unskew(&target),
                 healed,
             )
+        }
+        Fault::SkewLeader(seconds) => {
+            crate::skew::faketime_library().map_err(Injection::Skipped)?;
+            let (leader, _) = cluster
+                .leader()
+                .context("no controller names a leader")
+                .map_err(Injection::Skipped)?;
+            let followers: Vec<u64> = cluster
+                .controllers
+                .iter()
+                .copied()
+                .filter(|id| *id != leader)
+                .collect();
+            let Some(&skewed) = followers.get(rng.random_range(0..followers.len().max(1))) else {
+                return Err(Injection::Skipped(anyhow::anyhow!("no follower to skew")));
+            };
+            let target = controller(skewed);
+            begin(&target);
+            // What shows it took: the skewed controller led (the elections
+            // it took are the leaders killed, recorded by the observer).
+            let mut led = false;
+            let result = hold_fault(
+                (
+                    || {
+                        crate::skew::restart_skewed(control, &target, seconds)?;
+                        crate::skew::bring_to_lead(cluster, skewed)?;
+                        led = true;
+                        Ok(())
+                    },
+                    secs(10),
+                ),
+                || unskew(&target),
+                healed,
+            );
+            recorder.record(EventKind::FaultEffect {
+                fault: id,
+                effect: format!("term led by {target} with its clock {seconds:+} s off"),
+                count: u64::from(led),
+            });
+            result
         }
         Fault::IsolateLeader(_)
         | Fault::Halves(_)

@@ -113,6 +113,12 @@ pub fn all() -> Vec<Scenario> {
             5,
         ),
         risky(
+            "skew-leader",
+            "restart a follower with its clock an hour fast, then slow, and kill the leader until it leads, for 10 s each time: the others' clocks outvote it",
+            vec![Fault::SkewLeader(3600), Fault::SkewLeader(-3600)],
+            5,
+        ),
+        risky(
             "isolate-leader",
             "cut the leader off from the other controllers and the agents for 12 s (past the lease)",
             vec![Fault::IsolateLeader(12)],
@@ -191,6 +197,7 @@ pub fn all() -> Vec<Scenario> {
                 Fault::KillAgent,
                 Fault::PauseAgent(18),
                 Fault::SkewFollower(3600),
+                Fault::SkewLeader(3600),
                 Fault::IsolateLeader(12),
                 Fault::Halves(12),
                 Fault::Bridge(12),

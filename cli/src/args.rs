@@ -672,6 +672,11 @@ pub struct LocalUpArgs {
     /// MailProg, e.g. /usr/bin/mail), as `PROGRAM -s SUBJECT RECIPIENT`.
     #[arg(long, value_name = "PATH")]
     pub mail_program: Option<PathBuf>,
+    /// Serve every controller's and agent's metrics (`GET /metrics`,
+    /// Prometheus' text format) on a port of its own, listed in
+    /// `DIR/metrics-targets.json` (Prometheus' `file_sd_configs` format).
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 #[cfg(test)]

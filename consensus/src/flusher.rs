@@ -150,7 +150,7 @@ struct SyncThread {
 
 impl SyncThread {
     fn start(
-        name: &str,
+        (name, store): (&str, &'static str),
         sync: impl Fn() -> Result<(), String> + Send + 'static,
     ) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel::<Waiter>();
@@ -160,7 +160,7 @@ impl SyncThread {
         let thread_watch = Arc::clone(&watch);
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || run(&sync, &receiver, &thread_stats, &thread_watch))?;
+            .spawn(move || run(&sync, &receiver, (&thread_stats, store), &thread_watch))?;
         let watcher_watch = Arc::clone(&watch);
         let watched = name.to_string();
         let watcher = std::thread::Builder::new()
@@ -231,11 +231,11 @@ impl Flusher {
         })?;
         let log_hold = Arc::new(Mutex::new(None));
         let held = Arc::clone(&log_hold);
-        let log = SyncThread::start("corral-log-sync", move || {
+        let log = SyncThread::start(("corral-log-sync", "log"), move || {
             hold_while(&held);
             wal.sync().map_err(|e| e.to_string())
         })?;
-        let database = SyncThread::start("corral-db-sync", move || {
+        let database = SyncThread::start(("corral-db-sync", "database"), move || {
             db.flush()
                 .map_err(|e| e.to_string())
                 .and_then(|_| data_file.sync_data().map_err(|e| format!("fdatasync: {e}")))
@@ -308,7 +308,7 @@ impl Drop for Flusher {
 fn run(
     sync: &dyn Fn() -> Result<(), String>,
     receiver: &mpsc::Receiver<Waiter>,
-    stats: &FlushStats,
+    (stats, store): (&FlushStats, &'static str),
     watch: &StallWatch,
 ) {
     while let Ok(first) = receiver.recv() {
@@ -327,6 +327,10 @@ fn run(
                 "slow sync: the disk held up writes"
             );
         }
+        crate::instruments::sync_duration().record(
+            took.as_secs_f64() * 1000.0,
+            &[opentelemetry::KeyValue::new("store", store)],
+        );
         stats
             .micros
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);

@@ -24,6 +24,7 @@ pub mod durable_dir;
 pub mod election;
 pub mod error;
 pub mod flusher;
+mod instruments;
 pub mod leader_client;
 pub mod leadership;
 pub mod log_store;
@@ -46,7 +47,7 @@ pub mod pb {
 }
 
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
-pub use proposer::Clock;
+pub use proposer::{Clock, ClockReading};
 pub use replica::{
     Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics, open_database,
 };

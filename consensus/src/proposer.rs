@@ -53,9 +53,14 @@ struct Waiting {
     arrived: Instant,
 }
 
-/// The leader's clock, which stamps commands as they enter the log.
+/// The leader's clock, which stamps commands as they enter the log. Reading
+/// it may wait (a new leader reads its peers' clocks before it stamps).
 #[derive(Clone)]
-pub struct Clock(pub Arc<dyn Fn() -> corral_state::Timestamp + Send + Sync>);
+pub struct Clock(pub Arc<dyn Fn() -> ClockReading + Send + Sync>);
+
+/// A reading of the leader's clock, once it is ready.
+pub type ClockReading =
+    std::pin::Pin<Box<dyn std::future::Future<Output = corral_state::Timestamp> + Send>>;
 
 impl std::fmt::Debug for Clock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,14 +106,46 @@ impl Proposer {
     /// (`NotLeader` without a leader: nothing was proposed) and gives up on
     /// the proposals it holds when it loses contact (`Lost`: they may still
     /// commit if contact comes back before a new leader is elected).
-    pub async fn propose(&self, mut commands: Vec<Command>) -> Results {
+    pub async fn propose(&self, commands: Vec<Command>) -> Results {
+        let started = Instant::now();
+        let results = self.propose_timed(commands).await;
+        let outcome = match &results {
+            Ok(_) => "committed",
+            Err(ProposeError::NotLeader { .. }) => "not_leader",
+            Err(ProposeError::Timeout(_)) => "timeout",
+            Err(ProposeError::Lost(_)) => "lost",
+            Err(_) => "refused",
+        };
+        crate::instruments::propose_duration().record(
+            started.elapsed().as_secs_f64() * 1000.0,
+            &[opentelemetry::KeyValue::new("outcome", outcome)],
+        );
+        results
+    }
+
+    async fn propose_timed(&self, mut commands: Vec<Command>) -> Results {
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut stale = self.stale.clone();
         if *stale.borrow_and_update() {
             return Err(ProposeError::NotLeader { leader: None });
         }
         // Only a leader's entries commit, so time in the log is the leader's.
+        // Reading the clock may wait (a new leader reads its peers' first):
+        // within the timeout, and a leader that loses contact meanwhile has
+        // proposed nothing.
         if let Some(clock) = &self.clock {
-            let now = (clock.0)();
+            let now = tokio::select! {
+                now = (clock.0)() => now,
+                _ = stale.wait_for(|s| *s) => {
+                    return Err(ProposeError::NotLeader { leader: None });
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(ProposeError::Timeout(self.timeout.as_millis() as u64));
+                }
+            };
+            if *stale.borrow_and_update() {
+                return Err(ProposeError::NotLeader { leader: None });
+            }
             for command in &mut commands {
                 command.stamp(now);
             }
@@ -155,7 +192,7 @@ impl Proposer {
             }
         };
         tokio::select! {
-            timed = tokio::time::timeout(self.timeout, queued) => match timed {
+            timed = tokio::time::timeout_at(deadline, queued) => match timed {
                 Ok(results) => results,
                 Err(_) => Err(ProposeError::Timeout(self.timeout.as_millis() as u64)),
             },

@@ -30,9 +30,20 @@ pub const WARN_BEYOND: Duration = Duration::from_secs(1);
 pub const READING_LIFETIME: Duration = Duration::from_secs(30);
 
 /// Each follower's clock as the leader last read it (known on the leader only).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClockOffsets {
     inner: Arc<Mutex<BTreeMap<ReplicaId, Reading>>>,
+    /// Counts the changes of `inner`, so a stamp can wait for a reading.
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Default for ClockOffsets {
+    fn default() -> Self {
+        ClockOffsets {
+            inner: Arc::default(),
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
 }
 
 /// One reading of a follower's clock.
@@ -66,10 +77,23 @@ impl ClockOffsets {
         })
     }
 
+    fn readings(&self) -> BTreeMap<ReplicaId, Reading> {
+        self.inner
+            .lock()
+            .map(|inner| inner.clone())
+            .unwrap_or_default()
+    }
+
+    /// Wakes at every change of the readings.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     fn set(&self, readings: BTreeMap<ReplicaId, Reading>) {
         if let Ok(mut inner) = self.inner.lock() {
             *inner = readings;
         }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -89,50 +113,58 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
     loop {
         leadership.borrow_and_update();
         if replica.leadership().borrow().is_self {
-            let mut found = BTreeMap::new();
+            // Every member at once, each reading published as it comes: the
+            // first stamps of a term wait for a majority's clocks
+            // (`cluster_clock`), and one member that does not answer (its
+            // read times out after 2 s) must not hold up the others.
+            let mut reads = tokio::task::JoinSet::new();
             for member in replica.members() {
                 if member.id == replica.id() {
                     continue;
                 }
-                let (sent, sent_at) = (clock::now().as_ms(), Instant::now());
-                let Ok(metrics) = replica.peer_metrics(member.id).await else {
+                let replica = Arc::clone(&replica);
+                reads.spawn(async move {
+                    let (sent, sent_at) = (clock::now().as_ms(), Instant::now());
+                    let metrics = replica.peer_metrics(member.id).await.ok()?;
+                    let offset = offset_ms(sent, metrics.clock_ms, clock::now().as_ms());
+                    let middle = sent_at + sent_at.elapsed() / 2;
+                    Some((
+                        member.id,
+                        Reading {
+                            offset_ms: offset,
+                            remote_ms: metrics.clock_ms,
+                            at: middle,
+                        },
+                    ))
+                });
+            }
+            // Last round's readings stand (they age out by themselves) until
+            // this round's replace them.
+            let mut known = offsets.readings();
+            let mut found = BTreeMap::new();
+            while let Some(read) = reads.join_next().await {
+                let Ok(Some((id, reading))) = read else {
                     continue;
                 };
-                let offset = offset_ms(sent, metrics.clock_ms, clock::now().as_ms());
-                let middle = sent_at + sent_at.elapsed() / 2;
-                let far = offset.unsigned_abs() > WARN_BEYOND.as_millis() as u64;
-                if far {
-                    tracing::warn!(
-                        replica = member.id,
-                        offset_ms = offset,
-                        "replica {}'s clock is {:.1} s {} the leader's: only the leader stamps time, but if it leads, the cluster's time jumps with it; check its time synchronisation",
-                        member.id,
-                        offset.unsigned_abs() as f64 / 1000.0,
-                        if offset > 0 { "ahead of" } else { "behind" }
-                    );
-                } else if warned.get(&member.id).copied().unwrap_or(false) {
-                    tracing::info!(
-                        replica = member.id,
-                        offset_ms = offset,
-                        "replica {}'s clock agrees with the leader's again",
-                        member.id
-                    );
-                }
-                warned.insert(member.id, far);
-                found.insert(
-                    member.id,
-                    Reading {
-                        offset_ms: offset,
-                        remote_ms: metrics.clock_ms,
-                        at: middle,
-                    },
-                );
+                warn_of_offset(&mut warned, id, reading.offset_ms);
+                found.insert(id, reading);
+                known.insert(id, reading);
+                offsets.set(known.clone());
             }
             // Until a majority's clocks are read (peers still starting after
             // an outage), look again soon: the leader's stamps are bounded by
             // them (`cluster_clock`).
-            let voters = replica.members().iter().filter(|m| m.voter).count();
-            read_majority = found.len() + 1 > voters / 2;
+            let voters: Vec<ReplicaId> = replica
+                .members()
+                .iter()
+                .filter(|m| m.voter)
+                .map(|m| m.id)
+                .collect();
+            let read_voters = voters
+                .iter()
+                .filter(|id| **id != replica.id() && found.contains_key(id))
+                .count();
+            read_majority = read_voters + 1 > voters.len() / 2;
             offsets.set(found);
         } else {
             read_majority = true;
@@ -150,6 +182,27 @@ pub async fn watch(replica: Arc<Replica>, offsets: ClockOffsets, mut stop: watch
             _ = stop.changed() => return,
         }
     }
+}
+
+/// Logs a member's offset beyond [`WARN_BEYOND`] (and its return within).
+fn warn_of_offset(warned: &mut BTreeMap<ReplicaId, bool>, id: ReplicaId, offset: i64) {
+    let far = offset.unsigned_abs() > WARN_BEYOND.as_millis() as u64;
+    if far {
+        tracing::warn!(
+            replica = id,
+            offset_ms = offset,
+            "replica {id}'s clock is {:.1} s {} the leader's: only the leader stamps time, but if it leads, the cluster's time jumps with it; check its time synchronisation",
+            offset.unsigned_abs() as f64 / 1000.0,
+            if offset > 0 { "ahead of" } else { "behind" }
+        );
+    } else if warned.get(&id).copied().unwrap_or(false) {
+        tracing::info!(
+            replica = id,
+            offset_ms = offset,
+            "replica {id}'s clock agrees with the leader's again"
+        );
+    }
+    warned.insert(id, far);
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@
 //!   once. When a majority of the voters' clocks
 //!   (its own among them) agree within [`AGREE_WITHIN`], the leader stamps their
 //!   median: a leader whose clock is off is outvoted, and says so.
-//! - **The replicated time.** Until offsets are known (the first moments of a
-//!   term), or when no majority agrees, the leader stamps its own clock held
+//! - **The replicated time.** A term's first stamps wait (up to
+//!   [`FIRST_READ_WAIT`]) for a majority's clocks to be read. When they cannot
+//!   be read in that time, or no majority agrees, the leader stamps its own clock held
 //!   within [`ANCHOR_BOUND`] of the time its term began with (the last stamp it
 //!   applied then) moved on by its monotonic clock. That anchor is taken once
 //!   per term, never from its own stamps, so a fast clock cannot ratchet it.
@@ -45,6 +46,18 @@ pub const AGREE_WITHIN: Duration = Duration::from_secs(1);
 /// [`crate::clock_skew::LOOK_AGAIN`]).
 pub const ANCHOR_BOUND: Duration = Duration::from_secs(15 * 60);
 
+/// How long, from its term's first stamp, a leader's stamps wait for a
+/// majority of the voters' clocks to be read (the clock watch reads every
+/// peer at once when a term begins, in milliseconds where they answer; each
+/// read gives up after 2 s). A leader that cannot read a majority's clocks
+/// in this time stamps within [`ANCHOR_BOUND`] of the cluster's time.
+pub const FIRST_READ_WAIT: Duration = Duration::from_secs(3);
+
+/// How far past the term's anchor a clock may be for the anchor to vouch
+/// for it when no majority agrees: a failover's length (the anchor is the
+/// last stamp applied when the term began, moved on since), with room.
+pub const VOUCH_AHEAD: Duration = Duration::from_secs(60);
+
 /// Where a stamp came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -54,6 +67,13 @@ pub enum Source {
     /// not among (by this many ms).
     Majority {
         /// The leader's clock minus the majority's.
+        leader_off_ms: i64,
+    },
+    /// No majority agrees: the clock of a voter (not the leader) that the
+    /// term's anchor vouches for (at or after it, within [`VOUCH_AHEAD`]),
+    /// the least ahead of those.
+    Vouched {
+        /// The leader's clock minus that voter's.
         leader_off_ms: i64,
     },
     /// The leader's clock, held within [`ANCHOR_BOUND`] of the term's anchor
@@ -76,6 +96,14 @@ pub struct ClockView {
     pub voters: usize,
     /// The term's anchor moved on to now, ms, when known.
     pub anchor_ms: Option<u64>,
+}
+
+impl ClockView {
+    /// True when a majority of the voters' clocks (this one among them) is
+    /// known: enough to outvote this clock or agree with it.
+    pub fn knows_majority(&self) -> bool {
+        self.peer_offsets_ms.len() + 1 > self.voters / 2
+    }
 }
 
 /// The time to stamp, and where it came from.
@@ -114,7 +142,33 @@ pub fn stamp_time(view: &ClockView) -> (u64, Source) {
     let Some(anchor) = view.anchor_ms else {
         return (view.local_ms, Source::Own);
     };
+    // No majority agrees (a voter down, one clock off): the replicated time
+    // vouches for the clocks at or just after it (a failover's length,
+    // VOUCH_AHEAD: the anchor is the last stamp before the term, so a right
+    // clock is only that much ahead of it). Of those, the least ahead: time
+    // in the log only moves forward, so a stamp too early is corrected by
+    // the next, one too late never is. A clock further ahead is vouched for
+    // by nothing, and the leader's own is only held within the bound.
     let bound = u64::try_from(ANCHOR_BOUND.as_millis()).unwrap_or(u64::MAX);
+    let ahead = u64::try_from(VOUCH_AHEAD.as_millis()).unwrap_or(u64::MAX);
+    let agree = agree.unsigned_abs();
+    let vouched = offsets
+        .iter()
+        .map(|off| (*off, shift(view.local_ms, *off)))
+        .filter(|(_, at)| at.saturating_add(agree) >= anchor && *at <= anchor.saturating_add(ahead))
+        .min_by_key(|(_, at)| *at);
+    match vouched {
+        Some((0, at)) => return (at, Source::Own),
+        Some((off, at)) => {
+            return (
+                at,
+                Source::Vouched {
+                    leader_off_ms: -off,
+                },
+            );
+        }
+        None => {}
+    }
     let at = view
         .local_ms
         .clamp(anchor.saturating_sub(bound), anchor.saturating_add(bound));
@@ -141,8 +195,9 @@ pub struct ClusterClock {
     replica: Arc<OnceLock<Weak<Replica>>>,
     offsets: ClockOffsets,
     anchor: Arc<Mutex<Option<Anchor>>>,
-    /// When it last logged a stamp that was not its own clock.
-    said: Arc<Mutex<Option<Instant>>>,
+    /// When it last logged a stamp that was not its own clock, by source
+    /// (majority, vouched, anchored).
+    said: Arc<Mutex<[Option<Instant>; 3]>>,
 }
 
 /// The replicated time a term began with.
@@ -170,12 +225,48 @@ impl ClusterClock {
         let _ = self.replica.set(Arc::downgrade(replica));
     }
 
-    /// The time to stamp now.
-    pub fn now(&self) -> Timestamp {
-        let local_ms = clock::now().as_ms();
+    /// The time to stamp now. A leader that has not yet read a majority of
+    /// the voters' clocks (the first moments of its term) waits for them, up
+    /// to [`FIRST_READ_WAIT`]: before, its first stamps could only be held
+    /// within [`ANCHOR_BOUND`] of the cluster's time, and a leader an hour
+    /// fast moved the cluster's time 15 minutes ahead for good.
+    pub async fn now(&self) -> Timestamp {
         let Some(replica) = self.replica.get().and_then(Weak::upgrade) else {
-            return Timestamp(local_ms);
+            return clock::now();
         };
+        let mut changes = self.offsets.changes();
+        let mut leadership = replica.leadership();
+        let mut deadline = None;
+        loop {
+            changes.borrow_and_update();
+            leadership.borrow_and_update();
+            let view = self.view(&replica);
+            // Only a young term waits (from its first stamp, taken once): a
+            // leader whose peers' clocks cannot be read for long must not
+            // hold every proposal.
+            let until = *deadline.get_or_insert_with(|| {
+                tokio::time::Instant::from_std(self.term_began() + FIRST_READ_WAIT)
+            });
+            let leads = replica.leadership().borrow().is_self;
+            if !leads || view.knows_majority() || tokio::time::Instant::now() >= until {
+                let (at, source) = stamp_time(&view);
+                if source != Source::Own {
+                    self.say(source);
+                }
+                return Timestamp(at);
+            }
+            // A new reading, a change of leader, or the deadline.
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = leadership.changed() => {}
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// What this leader knows of the clocks now.
+    fn view(&self, replica: &Replica) -> ClockView {
+        let local_ms = clock::now().as_ms();
         let voters: Vec<_> = replica
             .members()
             .into_iter()
@@ -188,17 +279,20 @@ impl ClusterClock {
             .filter_map(|m| self.offsets.clock_now(m.id))
             .map(|peer| i64::try_from(i128::from(peer) - i128::from(local_ms)).unwrap_or(0))
             .collect();
-        let view = ClockView {
+        ClockView {
             local_ms,
             peer_offsets_ms,
             voters: voters.len() + 1,
-            anchor_ms: self.anchor_now(&replica),
-        };
-        let (at, source) = stamp_time(&view);
-        if source != Source::Own {
-            self.say(source);
+            anchor_ms: self.anchor_now(replica),
         }
-        Timestamp(at)
+    }
+
+    /// When this replica's current term's first stamp was asked for.
+    fn term_began(&self) -> Instant {
+        self.anchor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map_or_else(Instant::now, |a| a.at)
     }
 
     /// The term's anchor moved on to now (taken at the term's first stamp).
@@ -220,15 +314,31 @@ impl ClusterClock {
     }
 
     fn say(&self, source: Source) {
+        let kind = match source {
+            Source::Own => return,
+            Source::Majority { .. } => 0,
+            Source::Vouched { .. } => 1,
+            Source::Anchored { .. } => 2,
+        };
         let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
-        if said.is_some_and(|at| at.elapsed() < SAY_EVERY) {
+        if said[kind].is_some_and(|at| at.elapsed() < SAY_EVERY) {
             return;
         }
-        *said = Some(Instant::now());
+        said[kind] = Some(Instant::now());
         match source {
             Source::Majority { leader_off_ms } => tracing::warn!(
                 leader_off_ms,
                 "this leader's clock is {:.1} s {} a majority of the controllers' clocks: it stamps their time, not its own; fix its time synchronisation",
+                leader_off_ms.unsigned_abs() as f64 / 1000.0,
+                if leader_off_ms > 0 {
+                    "ahead of"
+                } else {
+                    "behind"
+                }
+            ),
+            Source::Vouched { leader_off_ms } => tracing::warn!(
+                leader_off_ms,
+                "this leader's clock is {:.1} s {} the cluster's time and no majority of the controllers' clocks agrees: it stamps the clock of a controller that agrees with the cluster's time; fix its time synchronisation",
                 leader_off_ms.unsigned_abs() as f64 / 1000.0,
                 if leader_off_ms > 0 {
                     "ahead of"
@@ -296,8 +406,8 @@ mod tests {
     #[test]
     fn without_an_agreeing_majority_the_anchor_bounds_the_stamp() {
         let bound = ANCHOR_BOUND.as_millis() as u64;
-        // One follower known, and it disagrees: which is right is unknown.
-        let anchor = NOW - HOUR as u64;
+        // One follower known, and neither clock is near the anchor.
+        let anchor = NOW - 3 * HOUR as u64;
         let (at, source) = stamp_time(&view(&[-HOUR], 3, Some(anchor)));
         assert_eq!(at, anchor + bound);
         assert!(matches!(source, Source::Anchored { .. }));
@@ -316,9 +426,53 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_majority_of_clocks_is_known_with_half_the_peers_read() {
+        assert!(!view(&[], 3, None).knows_majority());
+        assert!(view(&[5], 3, None).knows_majority());
+        assert!(!view(&[5], 5, None).knows_majority());
+        assert!(view(&[5, -HOUR], 5, None).knows_majority());
+        assert!(view(&[], 1, None).knows_majority());
+    }
+
+    #[test]
+    fn without_an_agreeing_majority_the_clock_the_anchor_vouches_for_is_stamped() {
+        // A leader an hour fast, one follower read (the other down): the
+        // follower's clock is just past the replicated time, its own is not.
+        let (at, source) = stamp_time(&view(&[-HOUR], 3, Some(NOW - HOUR as u64 - 2_000)));
+        assert_eq!(at, NOW - HOUR as u64);
+        assert_eq!(
+            source,
+            Source::Vouched {
+                leader_off_ms: HOUR
+            }
+        );
+        // An hour slow.
+        let (at, _) = stamp_time(&view(&[HOUR], 3, Some(NOW + HOUR as u64 - 2_000)));
+        assert_eq!(at, NOW + HOUR as u64);
+        // After an outage (the replicated time 5 minutes behind), the
+        // leader's right clock, not a follower's an hour ahead.
+        assert_eq!(
+            stamp_time(&view(&[HOUR], 3, Some(NOW - 300_000))),
+            (NOW, Source::Own)
+        );
+        // Seen in review: the leader 30 s slow, the one follower read 14
+        // minutes fast, the third voter down: nothing vouches for the fast
+        // clock, and the leader's own (held near the anchor) stands still
+        // rather than move the cluster's time ahead for good.
+        let anchor = NOW + 28_000;
+        let (at, source) = stamp_time(&view(&[30_000 + 14 * 60_000], 3, Some(anchor)));
+        assert_eq!((at, source), (NOW, Source::Own));
+        // Two clocks past the anchor: the one least ahead.
+        let (at, source) = stamp_time(&view(&[-60_000], 3, Some(NOW - 120_000)));
+        assert_eq!(at, NOW - 60_000);
+        assert!(matches!(source, Source::Vouched { .. }));
+    }
+
     proptest! {
         /// Whatever the offsets: a stamp is a clock a majority agrees with,
-        /// or within the bound of the anchor, or (no anchor) the own clock.
+        /// or a peer's clock the anchor vouches for, or within the bound of
+        /// the anchor, or (no anchor) the own clock.
         #[test]
         fn a_stamp_is_a_majoritys_time_or_near_the_anchor(
             peers in proptest::collection::vec(-2 * HOUR..2 * HOUR, 0..5),
@@ -339,6 +493,13 @@ mod tests {
                         .count();
                     prop_assert!(agreeing > voters / 2);
                     prop_assert_eq!(at, shift(NOW, -leader_off_ms));
+                }
+                Source::Vouched { leader_off_ms } => {
+                    // A peer's clock, at or after the anchor, within the bound.
+                    prop_assert!(peers.contains(&-leader_off_ms));
+                    prop_assert_eq!(at, shift(NOW, -leader_off_ms));
+                    prop_assert!(at + AGREE_WITHIN.as_millis() as u64 >= anchor);
+                    prop_assert!(at <= anchor + VOUCH_AHEAD.as_millis() as u64);
                 }
                 Source::Anchored { .. } => {
                     prop_assert!(at.abs_diff(anchor) <= bound);

@@ -35,6 +35,11 @@ pub struct Controller {
     clock_watch: JoinHandle<()>,
     /// The mailer, when a mail program is configured.
     mailer: Option<JoinHandle<()>>,
+    /// The metrics endpoint and instruments, when `[listen] metrics` is set.
+    _metrics: Option<(
+        corral_telemetry::MetricsServer,
+        crate::metrics::ControllerMetrics,
+    )>,
 }
 
 impl Controller {
@@ -43,6 +48,19 @@ impl Controller {
         corral_pki::install_crypto_provider();
         let tls = TlsMaterial::load(&config.tls.ca, &config.tls.cert, &config.tls.key)?;
         config.check_files()?;
+        // Before anything makes an instrument: one made earlier records nowhere.
+        let metrics_server = match config.listen.metrics {
+            Some(listen) => {
+                let metrics = corral_telemetry::Metrics::install("corrald")?;
+                let server = corral_telemetry::serve(listen, metrics.registry().clone()).await?;
+                tracing::info!(
+                    "metrics at http://{}/metrics ([listen] metrics)",
+                    server.address()
+                );
+                Some(server)
+            }
+            None => None,
+        };
         let (peer_listen, api_listen) = (config.listen.peer, config.listen.api);
         if let Some(source) = config.listen.source {
             std::net::TcpListener::bind((source, 0)).with_context(|| {
@@ -70,13 +88,17 @@ impl Controller {
             cluster_name: config.cluster_name.clone(),
             // Time belongs to the leader: its proposer stamps every command,
             // with its clock bounded by the cluster's (`cluster_clock`).
-            clock: Some(corral_consensus::Clock(Arc::new(move || stamp.now()))),
+            clock: Some(corral_consensus::Clock(Arc::new(move || {
+                let stamp = stamp.clone();
+                Box::pin(async move { stamp.now().await })
+            }))),
             source: config.listen.source,
         })
         .await
         .context("starting the Raft replica")?;
         let replica = Arc::new(replica);
         cluster_clock.attach(&replica);
+        let metrics = metrics_server.map(|server| (server, crate::metrics::register(&replica)));
 
         let wake = Arc::new(Notify::new());
         let (stop_loop, stop_rx) = watch::channel(false);
@@ -175,6 +197,7 @@ impl Controller {
             gateway,
             clock_watch,
             mailer,
+            _metrics: metrics,
         })
     }
 

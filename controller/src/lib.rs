@@ -12,4 +12,5 @@ pub mod config;
 pub mod daemon;
 pub mod leader_loop;
 pub mod mail;
+pub mod metrics;
 pub mod retry_pause;

@@ -25,6 +25,7 @@ fn generated(id: u64) -> ConfigFile {
             peer: None,
             api: Some("0.0.0.0:7201".into()),
             source: Some("10.0.0.7".into()),
+            metrics: Some("0.0.0.0:9180".into()),
         },
         tls: TlsSection {
             ca: Some("pki/ca.crt".into()),

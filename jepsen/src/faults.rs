@@ -13,6 +13,9 @@ pub struct Fault {
     /// What kind (`kill-leader`, `isolate-agent-20s`, ...), as its
     /// `FaultBegin` named it.
     pub kind: String,
+    /// What it was aimed at, as its `FaultBegin` named it (`gpu04 GPU 5`,
+    /// `controller-2`).
+    pub target: String,
     /// When it began, ms.
     pub began: u64,
     /// When it healed, ms (the history's end when it never did).
@@ -31,13 +34,14 @@ pub fn of(history: &History) -> Vec<Fault> {
             EventKind::FaultBegin {
                 fault,
                 kind,
+                target,
                 cut_off,
-                ..
             } => {
                 faults.insert(
                     *fault,
                     Fault {
                         kind: kind.clone(),
+                        target: target.clone(),
                         began: event.t,
                         healed: history.end(),
                         cut_off: cut_off.clone(),

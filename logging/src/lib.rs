@@ -10,9 +10,16 @@
 //! - the systemd journal (`JOURNAL_STREAM` set): each line carries its
 //!   syslog priority and no timestamp ([`journal`]);
 //! - a terminal: colours.
+//!
+//! `CORRAL_LOG_FORMAT=json` writes one JSON object per line instead (to the
+//! capped file when there is one), for a log shipper.
+//!
+//! Lines logged, by level, and those suppressed are counted
+//! ([`line_counts`]) for the daemons' metrics.
 
 pub mod capped_file;
 pub mod journal;
+pub mod line_counts;
 pub mod repeat_limit;
 
 use std::path::PathBuf;
@@ -55,15 +62,48 @@ pub fn cap_from_env() -> Option<LogCap> {
     })
 }
 
+/// True when `CORRAL_LOG_FORMAT=json` asks for JSON lines.
+fn json_asked() -> bool {
+    match std::env::var("CORRAL_LOG_FORMAT") {
+        Ok(format) if format.eq_ignore_ascii_case("json") => true,
+        Ok(format) if format.is_empty() || format.eq_ignore_ascii_case("text") => false,
+        Ok(format) => {
+            eprintln!("CORRAL_LOG_FORMAT={format:?} is neither text nor json; logging text");
+            false
+        }
+        Err(_) => false,
+    }
+}
+
 /// Installs the daemon's logger: `RUST_LOG` or `default_filter`, to standard
-/// error (capped and rotated, or for the journal, as the environment says),
+/// error (JSON lines with `CORRAL_LOG_FORMAT=json`; capped and rotated, or
+/// for the journal, as the environment says),
 /// with repeated lines limited to [`LINES_PER_WINDOW`] per call site every
 /// [`WINDOW`].
 pub fn init_daemon(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
     let limit = RepeatLimit::to_stderr(LINES_PER_WINDOW, WINDOW);
-    if journal::stderr_is_journal() {
+    if json_asked() {
+        // One JSON object per line, for a log shipper; to the capped file
+        // when there is one.
+        let builder = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_ansi(false);
+        match cap_from_env() {
+            Some(cap) => builder
+                .with_writer(CappedStderr::new(cap))
+                .finish()
+                .with(limit)
+                .init(),
+            None => builder
+                .with_writer(std::io::stderr)
+                .finish()
+                .with(limit)
+                .init(),
+        }
+    } else if journal::stderr_is_journal() {
         let format = tracing_subscriber::fmt::format()
             .without_time()
             .with_ansi(false);

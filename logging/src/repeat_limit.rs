@@ -188,6 +188,7 @@ impl<S: Subscriber> Layer<S> for RepeatLimit {
         for report in reports {
             (self.out)(&report_line(&report, self.per_window));
         }
+        crate::line_counts::count(meta.level(), verdict == Verdict::Suppress);
         verdict == Verdict::Show
     }
 }

@@ -17,6 +17,7 @@ pub mod gpu_probe;
 pub mod job;
 pub mod lease;
 pub mod link;
+pub mod metrics;
 pub mod outage;
 pub mod outbox;
 pub mod recovery;

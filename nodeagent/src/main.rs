@@ -96,6 +96,10 @@ struct Args {
     /// agent is stopped (SIGTERM or Ctrl-C).
     #[arg(long, default_value_t = 10)]
     stop_grace_s: u64,
+    /// Serve metrics (`GET /metrics`, Prometheus' text format) on this
+    /// address, e.g. `0.0.0.0:9181`; none when not given.
+    #[arg(long, env = "CORRAL_AGENT_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Fault injection for tests and the chaos suite: every launch first
     /// stalls this many seconds on its blocking thread, as when the job's
     /// shared storage hangs. Heartbeats must go on meanwhile.
@@ -181,6 +185,19 @@ fn open_cgroups(agent_id: &str) -> Option<corral_agent::job::process::Cgroups> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     corral_pki::install_crypto_provider();
+    // Before anything makes an instrument: one made earlier records nowhere.
+    let _metrics_server = match args.metrics_listen {
+        Some(listen) => {
+            let metrics = corral_telemetry::Metrics::install("corral-agent")?;
+            let server = corral_telemetry::serve(listen, metrics.registry().clone()).await?;
+            tracing::info!(
+                "metrics at http://{}/metrics (--metrics-listen)",
+                server.address()
+            );
+            Some(server)
+        }
+        None => None,
+    };
     let tls = TlsMaterial::load(&args.ca, &args.cert, &args.key)?;
     let identity = tls.identity().context("reading this agent's certificate")?;
     if identity.role != corral_pki::Role::Agent {
@@ -356,12 +373,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
+    let metrics = Arc::new(corral_agent::metrics::AgentMetrics::register(
+        &health,
+        lease.expiry(),
+    ));
     // XID fail-fast: kill the attempts using the GPU at once, then tell the leader.
     let mut xids = gpus.xid_events();
     {
         let supervisor = supervisor.clone();
+        let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             while let Some(event) = xids.recv().await {
+                metrics.xid(event.gpu, event.xid);
                 let class = classify_xid(event.xid);
                 if matches!(class.action, XidAction::Ignore) {
                     tracing::info!(
@@ -406,6 +429,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Self-fencing: no renewed lease, no running jobs.
     {
         let (supervisor, lease) = (supervisor.clone(), lease.clone());
+        let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(Duration::from_millis(100));
             let mut fenced = false;
@@ -421,6 +445,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     tracing::error!(
                         "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
                     );
+                    metrics.fenced();
                     fenced = true;
                 }
                 supervisor.fence();

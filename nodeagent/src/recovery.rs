@@ -134,27 +134,27 @@ async fn kill_leftovers(
     loop {
         let agents = std::sync::Arc::clone(&earlier);
         let on_gpus = std::sync::Arc::clone(&on_gpus);
-        let leftovers: Vec<Leftover> =
-            tokio::task::spawn_blocking(move || {
-                let mut found = agents_processes(&agents);
-                if let Some((gpus, holds)) = on_gpus.as_ref() {
-                    for ((job, attempt), hold) in holds {
-                        let whose = format!("job {job} attempt {attempt}");
-                        found.extend(gpus.on(&hold.uuids, hold.uid, &whose).into_iter().map(
-                            |pid| Leftover {
+        let leftovers: Vec<Leftover> = tokio::task::spawn_blocking(move || {
+            let mut found = agents_processes(&agents);
+            if let Some((gpus, holds)) = on_gpus.as_ref() {
+                for ((job, attempt), hold) in holds {
+                    found.extend(
+                        gpus.on(&hold.uuids, hold.uid, (*job, *attempt))
+                            .into_iter()
+                            .map(|pid| Leftover {
                                 pid,
                                 job: job.0,
                                 attempt: *attempt,
-                            },
-                        ));
-                    }
+                            }),
+                    );
                 }
-                found.sort_by_key(|l| (l.pid, l.job, l.attempt));
-                found.dedup_by_key(|l| l.pid);
-                found
-            })
-            .await
-            .unwrap_or_default();
+            }
+            found.sort_by_key(|l| (l.pid, l.job, l.attempt));
+            found.dedup_by_key(|l| l.pid);
+            found
+        })
+        .await
+        .unwrap_or_default();
         if leftovers.is_empty() {
             if announced {
                 tracing::info!("every process of the earlier agents is gone");

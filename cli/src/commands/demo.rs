@@ -50,10 +50,15 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         fault_proxy: false,
         config: None,
         mail_program: None,
+        metrics: true,
     })
     .await?;
     let outcome = drive(&cluster.dir, &cluster.addresses, &cluster.user).await;
     if args.keep {
+        say(&format!(
+            "metrics: every process's endpoint is in {} (Prometheus file_sd_configs)",
+            cluster.dir.join("metrics-targets.json").display()
+        ));
         say(&format!(
             "the cluster keeps running: source {} ; stop it with corral local down --dir {} --purge",
             cluster.dir.join("env").display(),

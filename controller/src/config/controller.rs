@@ -61,6 +61,8 @@ pub struct ListenAddrs {
     pub api: SocketAddr,
     /// Where connections to the other replicas come from, when given.
     pub source: Option<IpAddr>,
+    /// The metrics endpoint, when one is served.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// TLS files, resolved against the configuration file's directory.

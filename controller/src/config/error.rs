@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{}: cannot read the configuration file: {source}", file.display())]
+    #[error("{}: cannot read the configuration file", file.display())]
     Read {
         /// The file.
         file: PathBuf,

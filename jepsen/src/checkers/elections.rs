@@ -44,7 +44,9 @@ fn causes(fault: &Fault) -> Vec<(u64, u64)> {
         // Every controller down, then every one started: the election is
         // at the restart.
         vec![at(fault.healed)]
-    } else if kind.starts_with("stall-leader-disk") {
+    } else if kind.starts_with("stall-leader-disk") || kind.starts_with("skew-leader") {
+        // A skewed leader: the leaders killed until the skewed controller
+        // wins, and its restart on the true clock at the heal.
         vec![(fault.began, fault.healed + ELECTION_WINDOW)]
     } else if [
         "kill-leader",
@@ -200,6 +202,27 @@ mod tests {
         let verdict = check(&b.history());
         assert!(!verdict.holds());
         assert_eq!(verdict.violations.len(), 2, "unexcused, and a jump of 8");
+    }
+
+    #[test]
+    fn the_elections_a_skewed_leader_takes_hold_and_a_skewed_follower_takes_none() {
+        let mut b = Builder::new();
+        b.event(100, leader(1, 1));
+        fault(&mut b, 1, "skew-leader+3600s", 1_000, 20_000);
+        // Two leaders killed until the skewed one won, and its restart.
+        b.event(4_000, leader(2, 2))
+            .event(8_000, leader(3, 3))
+            .event(21_000, leader(1, 4));
+        let verdict = check(&b.history());
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.measured("elections_without_fault"), Some(0.0));
+        // A follower's skew takes no leader away: measured, not excused.
+        let mut follower = Builder::new();
+        follower.event(100, leader(1, 1));
+        fault(&mut follower, 1, "skew-follower+3600s", 1_000, 9_000);
+        follower.event(4_000, leader(2, 2));
+        let verdict = check(&follower.history());
+        assert_eq!(verdict.measured("elections_without_fault"), Some(1.0));
     }
 
     #[test]

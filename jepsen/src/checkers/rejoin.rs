@@ -23,7 +23,7 @@ pub const REJOIN_WITHIN: u64 = 5_000;
 pub const MINORITY_STEPS_DOWN_WITHIN: u64 = 5_000;
 
 /// The kinds of fault that touch the controllers.
-const CONTROLLER_FAULTS: [&str; 14] = [
+const CONTROLLER_FAULTS: [&str; 15] = [
     "kill-leader",
     "kill-controller",
     "kill-all-controllers",
@@ -37,6 +37,7 @@ const CONTROLLER_FAULTS: [&str; 14] = [
     "stall-leader-disk",
     "slow-leader-disk",
     "skew-follower",
+    "skew-leader",
     "kill-leader-at-preemption",
 ];
 

@@ -123,7 +123,15 @@ pub fn check(history: &History) -> Verdict {
                     // (a node of it lost, say) before the script exited:
                     // the exit answered the attempt's kill.
                     let after_its_end = before.end.is_some_and(|end| *t >= end);
-                    (!unheard && !preempted && !after_its_end).then_some(*t)
+                    // And when an XID on one of its GPUs came first: the
+                    // agent kills at the XID, before the leader records the
+                    // end, and a script that exits meanwhile lost the race
+                    // to its kill (seen in a soak: XID 13 at 109,320 ms, the
+                    // script's exit 0 ten ms later).
+                    let xid_first = before.cause.as_deref().is_some_and(|c| {
+                        c.starts_with("ApplicationXid") || c.starts_with("GpuFailure")
+                    }) && xid_on_before(&faults, &before.allocation, *t);
+                    (!unheard && !preempted && !after_its_end && !xid_first).then_some(*t)
                 });
             if let Some(t) = clean_exit {
                 verdict.violation(
@@ -162,6 +170,26 @@ pub fn check(history: &History) -> Verdict {
     }
     verdict.measure("requeues", f64::from(requeued));
     verdict
+}
+
+/// How soon after an XID the agent's kill may find a script still exiting.
+const XID_KILL_WINDOW_MS: u64 = 5_000;
+
+/// Whether an XID fault hit one of `allocation`'s GPUs at most
+/// [`XID_KILL_WINDOW_MS`] before `t`.
+fn xid_on_before(
+    faults: &[crate::faults::Fault],
+    allocation: &[(String, Vec<u32>)],
+    t: u64,
+) -> bool {
+    faults.iter().any(|f| {
+        f.kind.starts_with("xid")
+            && f.began <= t
+            && t - f.began <= XID_KILL_WINDOW_MS
+            && allocation
+                .iter()
+                .any(|(node, gpus)| gpus.iter().any(|g| f.target == format!("{node} GPU {g}")))
+    })
 }
 
 #[cfg(test)]
@@ -246,6 +274,37 @@ mod tests {
                     status: 0,
                 },
             )
+    }
+
+    /// Seen in a soak: XID 13 on a GPU of the attempt at 109,320 ms, the
+    /// script's exit 0 ten ms later, before the leader recorded the end the
+    /// agent's kill reported. The requeue was right; an XID on another GPU
+    /// excuses nothing.
+    #[test]
+    fn a_clean_exit_that_lost_the_race_to_an_xid_kill_is_no_violation() {
+        let with_xid_on = |target: &str| {
+            let mut b = Builder::new();
+            clean_first_attempt(&mut b)
+                .event(
+                    1_390,
+                    EventKind::FaultBegin {
+                        fault: 1,
+                        kind: "xid-13".into(),
+                        target: target.into(),
+                        cut_off: Vec::new(),
+                    },
+                )
+                .event(1_391, EventKind::FaultHealed { fault: 1 });
+            let mut final_job = job(1, &[(1, Some("ApplicationXid")), (2, Some("Exited(0)"))]);
+            final_job.attempts[0].allocation = vec![("gpu01".into(), vec![0])];
+            final_job.attempts[0].end = Some(1_500);
+            b.final_job(final_job);
+            check(&b.history())
+        };
+        let verdict = with_xid_on("gpu01 GPU 0");
+        assert!(verdict.violations.is_empty(), "{verdict:?}");
+        let elsewhere = with_xid_on("gpu01 GPU 3");
+        assert_eq!(elsewhere.violations.len(), 1, "{elsewhere:?}");
     }
 
     /// Seen in a soak: the other node of a two-node attempt was declared

@@ -366,7 +366,7 @@ impl Supervisor {
                 send(*group, *signal);
             }
         }
-        if let Some(find) = self.escaped_finder(key) {
+        if let Some(find) = self.escaped_finder(key, true) {
             let signals = signals.to_vec();
             tokio::task::spawn_blocking(move || {
                 let pids = find();
@@ -384,9 +384,12 @@ impl Supervisor {
     /// needed): by their environment, in the attempt's cgroup, and on the
     /// attempt's GPUs (what the GPUs list of its user's processes), so that
     /// its GPUs are reported free only once nothing of it holds them.
+    /// `on_gpus` false leaves the GPUs out: once the attempt's end is
+    /// reported, its GPUs may go to another attempt of the same user.
     fn escaped_finder(
         &self,
         key: AttemptKey,
+        on_gpus: bool,
     ) -> Option<impl Fn() -> Vec<i32> + Send + Sync + 'static> {
         let (uid, slots) = {
             let attempts = self.table();
@@ -395,7 +398,11 @@ impl Supervisor {
         };
         let agent_id = self.settings.agent_id.clone();
         let cgroup = self.attempt_cgroup(key);
-        let gpus = self.settings.gpus.clone().filter(|_| !slots.is_empty());
+        let gpus = self
+            .settings
+            .gpus
+            .clone()
+            .filter(|_| on_gpus && !slots.is_empty());
         Some(move || {
             let mut pids = attempt_processes(key.0.0, key.1, &agent_id, uid);
             if let Some(cgroup) = &cgroup {

@@ -106,7 +106,7 @@ impl Supervisor {
     /// The processes of attempt `key` that escaped its groups, found on a
     /// blocking thread; `None` when the look did not end in time.
     async fn find_escaped(&self, key: AttemptKey) -> Option<Vec<i32>> {
-        let find = self.escaped_finder(key)?;
+        let find = self.escaped_finder(key, true)?;
         tokio::time::timeout(ESCAPED_LOOK_LIMIT, tokio::task::spawn_blocking(find))
             .await
             .ok()?
@@ -156,7 +156,10 @@ impl Supervisor {
         }
         // Looked for again by their environment each time, never by the pids
         // and groups seen now: those may be reused by unrelated processes.
-        let Some(find) = self.escaped_finder(key) else {
+        // Not on the GPUs: the end is reported, and the node (drained for
+        // these processes) may be resumed and its GPUs given to another
+        // attempt of the same user, whose processes are not these.
+        let Some(find) = self.escaped_finder(key, false) else {
             return;
         };
         let find = std::sync::Arc::new(find);

@@ -5,8 +5,9 @@
 //! `DIR/admin.env` holds the administrator's). The node agents join these once
 //! the node agent exists. Tests, the demo and the chaos suite build on it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -361,6 +362,42 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             .collect()
     };
 
+    // Each process's metrics address, when asked for: its own address on
+    // the cluster's network (the same port in every namespace), else a free
+    // loopback port.
+    let metrics = if args.metrics {
+        // Ports chosen already but not bound yet: the replicas' own, and
+        // behind the proxy its listeners'.
+        let mut taken: BTreeSet<u16> = replicas
+            .iter()
+            .flat_map(|(_, peer, api)| [peer, api])
+            .filter_map(|a| a.parse::<SocketAddr>().ok())
+            .map(|a| a.port())
+            .collect();
+        if let Some(proxy) = &proxy {
+            for id in &controller_ids {
+                let place = proxy.controller(*id)?;
+                taken.extend([place.listen_peer.port(), place.listen_api.port()]);
+            }
+        }
+        metrics_addresses(
+            (&controller_ids, taken),
+            if args.no_agents { &[] } else { &nodes },
+            |name| {
+                network
+                    .as_ref()
+                    .and_then(|n| n.members.get(name))
+                    .map(|m| IpAddr::V4(m.ip))
+                    .or_else(|| proxy.as_ref().and_then(|p| p.member(name)))
+            },
+            network.is_some(),
+        )?
+    } else {
+        BTreeMap::new()
+    };
+    if !metrics.is_empty() {
+        write_metrics_targets(&dir, &metrics)?;
+    }
     for (id, _, _) in &replicas {
         let config_dir = dir.join(format!("controller-{id}"));
         std::fs::create_dir_all(&config_dir)?;
@@ -371,9 +408,16 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
                     peer: Some(place.listen_peer.to_string()),
                     api: Some(place.listen_api.to_string()),
                     source: Some(place.ip.to_string()),
+                    metrics: None,
                 }
             }
             None => ListenSection::default(),
+        };
+        let listen = ListenSection {
+            metrics: metrics
+                .get(&format!("controller-{id}"))
+                .map(ToString::to_string),
+            ..listen
         };
         let text = match &site {
             Some(site) => site.controller_text(*id, &replicas, &listen, &dir)?,
@@ -421,7 +465,15 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
                 (None, Some(proxy)) => proxy.member(&name).map(|ip| AgentPlace { ip, netns: None }),
                 (None, None) => None,
             };
-            start_agent(&dir, &agent, node, &addresses, shape, place.as_ref())?;
+            let metrics = metrics.get(&name).copied();
+            start_agent(
+                &dir,
+                &agent,
+                node,
+                (&addresses, metrics),
+                shape,
+                place.as_ref(),
+            )?;
         }
     }
     // sbatch, srun, ... for the jobs and the shells of this cluster.
@@ -591,7 +643,7 @@ fn start_agent(
     dir: &Path,
     agent: &Path,
     node: &str,
-    addresses: &[String],
+    (addresses, metrics): (&[String], Option<SocketAddr>),
     shape: &AgentShape,
     place: Option<&AgentPlace>,
 ) -> anyhow::Result<()> {
@@ -630,6 +682,9 @@ fn start_agent(
     if let Some(AgentPlace { ip, netns: None }) = place {
         // Behind the fault proxy, which names callers by their address.
         args.extend(["--source-ip".to_string(), ip.to_string()]);
+    }
+    if let Some(metrics) = metrics {
+        args.extend(["--metrics-listen".to_string(), metrics.to_string()]);
     }
     let env = std::env::var("RUST_LOG")
         .ok()
@@ -696,6 +751,61 @@ fn network_of(dir: &Path) -> anyhow::Result<Faults> {
          (as root) or `corral local up --fault-proxy`",
         dir.display()
     )
+}
+
+/// The port every process's metrics listen on inside its own namespace.
+const METRICS_PORT: u16 = 9180;
+
+/// Each controller's (`controller-ID`) and agent's (`agent-NODE`) metrics
+/// address: on its own IP (`ip_of`) where it has one, the same port in every
+/// namespace (`namespaced`) or free ports on it; else free loopback ports.
+fn metrics_addresses(
+    (controllers, mut taken): (&[u64], BTreeSet<u16>),
+    nodes: &[String],
+    ip_of: impl Fn(&str) -> Option<IpAddr>,
+    namespaced: bool,
+) -> anyhow::Result<BTreeMap<String, SocketAddr>> {
+    let names: Vec<String> = controllers
+        .iter()
+        .map(|id| format!("controller-{id}"))
+        .chain(nodes.iter().map(|node| format!("agent-{node}")))
+        .collect();
+    let mut found = BTreeMap::new();
+    for name in names {
+        let own = ip_of(&name);
+        let ip = own.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let port = if namespaced && own.is_some() {
+            METRICS_PORT
+        } else {
+            // Every port this cluster took on any address, so that no two
+            // listeners (on 0.0.0.0 or one address) meet.
+            let port = ports::free_ports(ip, taken.len() + 1)?
+                .into_iter()
+                .find(|p| !taken.contains(p))
+                .context("no free port for a metrics endpoint")?;
+            taken.insert(port);
+            port
+        };
+        found.insert(name, SocketAddr::new(ip, port));
+    }
+    Ok(found)
+}
+
+/// `DIR/metrics-targets.json`: the endpoints in Prometheus' `file_sd_configs`
+/// format, one group per process with its `corral_process` label.
+fn write_metrics_targets(dir: &Path, metrics: &BTreeMap<String, SocketAddr>) -> anyhow::Result<()> {
+    let groups: Vec<serde_json::Value> = metrics
+        .iter()
+        .map(|(name, address)| {
+            serde_json::json!({
+                "targets": [address.to_string()],
+                "labels": { "corral_process": name },
+            })
+        })
+        .collect();
+    let path = dir.join("metrics-targets.json");
+    let text = serde_json::to_string_pretty(&groups)?;
+    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `text` (a corral.toml) with `[leader] mail_program` set to `program`.
@@ -772,6 +882,7 @@ fn config_text(
         ("peer", &listen.peer),
         ("api", &listen.api),
         ("source", &listen.source),
+        ("metrics", &listen.metrics),
     ];
     if listen_keys.iter().any(|(_, v)| v.is_some()) {
         let _ = writeln!(text, "\n[listen]");
@@ -993,6 +1104,7 @@ mod tests {
                 peer: Some("127.0.1.2:7202".into()),
                 api: Some("127.0.1.2:7302".into()),
                 source: Some("127.0.1.2".into()),
+                metrics: None,
             };
             let text = config_text(
                 2,

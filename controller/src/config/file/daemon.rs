@@ -38,6 +38,10 @@ pub struct ListenSection {
     /// proxy between them knows who calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Socket address of the metrics endpoint (`GET /metrics`, Prometheus'
+    /// text format), e.g. `0.0.0.0:9180`; no endpoint when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
 }
 
 /// TLS files (`[tls]`); relative paths are relative to the configuration file's

@@ -107,6 +107,18 @@ pub(crate) fn check(
                 })
             })
             .transpose()?,
+        metrics: listen
+            .metrics
+            .as_deref()
+            .map(|written| {
+                written.parse::<SocketAddr>().map_err(|_| {
+                    Refusal::new(
+                        "listen.metrics",
+                        format!("{written:?} is not a socket address; write IP:port, e.g. 0.0.0.0:9180"),
+                    )
+                })
+            })
+            .transpose()?,
     };
     Ok(Group {
         id,

@@ -39,19 +39,45 @@ pub fn attempt_processes(job: u64, attempt: u32, agent: &str, uid: u32) -> Vec<i
         .collect()
 }
 
-/// Of `pids` (the processes a GPU lists), the live ones of user `uid`, other
-/// than this process: a job's processes on its GPUs, whatever group, cgroup
-/// or environment they left (another user's, a monitoring daemon's, are
-/// never the job's).
-pub fn live_processes_of(pids: impl IntoIterator<Item = u32>, uid: u32) -> Vec<i32> {
+/// Of `pids` (the processes a GPU lists), the live ones of user `uid` that
+/// may be job `job`'s attempt `attempt`'s, other than this process: a job's
+/// processes on its GPUs, whatever group, cgroup or environment they left.
+/// Another user's, a monitoring daemon's, and one whose environment names
+/// another job or attempt (the same user's other job) are never its.
+pub fn live_processes_of(
+    pids: impl IntoIterator<Item = u32>,
+    uid: u32,
+    (job, attempt): (u64, u32),
+) -> Vec<i32> {
     let me = own_pid();
+    let job_var = format!("SLURM_JOB_ID={job}");
+    let attempt_var = format!("CORRAL_ATTEMPT={attempt}");
+    let another = |environ: &[u8]| {
+        environ.split(|b| *b == 0).any(|entry| {
+            (entry.starts_with(b"SLURM_JOB_ID=") && entry != job_var.as_bytes())
+                || (entry.starts_with(b"CORRAL_ATTEMPT=") && entry != attempt_var.as_bytes())
+        })
+    };
     pids.into_iter()
         .filter_map(|pid| i32::try_from(pid).ok())
         .filter(|pid| *pid != me)
         .map(ProcessEntry::of)
         .filter(|p| p.uid() == Some(uid) && p.is_live())
+        .filter(|p| !p.environ().is_some_and(|environ| another(&environ)))
         .map(|p| p.pid)
         .collect()
+}
+
+/// True when this process runs in a PID namespace below the machine's
+/// (`NSpid` names more than one pid): the pids NVML lists are the host's,
+/// not what this process's kill would reach.
+pub fn in_child_pid_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .is_some_and(|pids| pids.split_whitespace().count() > 1)
+    })
 }
 
 /// A job process an earlier agent of this node started.
@@ -142,6 +168,31 @@ mod tests {
             .expect("sleep runs");
         let pid = i32::try_from(child.id()).expect("pid");
         (child, pid)
+    }
+
+    #[test]
+    fn a_gpus_process_of_the_same_user_but_another_job_is_not_the_attempts() {
+        let uid = nix::unistd::geteuid().as_raw();
+        let (mut ours, our_pid) = job_process(7, 1, "n1:a");
+        let (mut other_job, other_job_pid) = job_process(8, 1, "n1:a");
+        let (mut other_attempt, other_attempt_pid) = job_process(7, 2, "n1:a");
+        let mut bare = Command::new("sleep")
+            .arg("30")
+            .env_clear()
+            .spawn()
+            .expect("sleep runs");
+        let pids = [our_pid, other_job_pid, other_attempt_pid, bare.id() as i32];
+        let mut found = live_processes_of(pids.iter().map(|p| *p as u32), uid, (7, 1));
+        found.sort_unstable();
+        let mut expected = vec![our_pid, bare.id() as i32];
+        expected.sort_unstable();
+        let someone_else = live_processes_of(pids.iter().map(|p| *p as u32), uid + 1, (7, 1));
+        for child in [&mut ours, &mut other_job, &mut other_attempt, &mut bare] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(found, expected);
+        assert!(someone_else.is_empty(), "another user's uid matched");
     }
 
     #[test]

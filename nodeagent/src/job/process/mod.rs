@@ -29,7 +29,8 @@ use corral_proto::step::TerminalSize;
 pub use cgroup::{AttemptCgroup, Cgroups};
 pub use error::ProcessError;
 pub use escaped::{
-    AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes, live_processes_of,
+    AGENT_ID_ENV, Leftover, agent_processes, agents_processes, attempt_processes,
+    in_child_pid_namespace, live_processes_of,
 };
 pub use group::{group_members, process_alive, process_group_alive};
 pub use job_process::{JobProcess, TaskOutput};
