@@ -184,11 +184,29 @@ fn a_leader_an_hour_fast_stamps_the_majoritys_time() {
         leader = cluster.leader();
         cluster.restart(&format!("controller-{lost}"));
     }
+    if leader != fast {
+        for line in cluster.controller_log_lines(&format!("controller-{fast}")) {
+            eprintln!("{line}");
+        }
+        for line in cluster.controller_log_lines("") {
+            if line.starts_with(&format!("controller-{fast}")) {
+                eprintln!("{line}");
+            }
+        }
+    }
     assert_eq!(leader, fast, "the fast controller never won an election");
     // A submission, stamped by it (committed when `submit` returns).
     cluster.ok(&me(), &["submit", "--hold", "--parsable", "--wrap", "true"]);
     let clock = cluster.status()["clock_ms"].as_u64().unwrap_or(0);
     let drift = clock.abs_diff(now_ms());
+    if drift >= 30_000 {
+        for line in cluster.controller_log_lines("") {
+            if line.contains("clock") || line.contains("leading") || line.contains("stamp") {
+                eprintln!("{line}");
+            }
+        }
+        eprintln!("clock_ms {clock} now {}", now_ms());
+    }
     // Not an hour, nor the 15 minutes its first stamps could be held within:
     // the other machines' time (the slack is for this test's own pace).
     assert!(

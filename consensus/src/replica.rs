@@ -712,6 +712,11 @@ impl Replica {
         self.state.read(|s| s.digest()).ok()
     }
 
+    /// The index of the last entry in this replica's log (applied or not).
+    pub fn last_log_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().last_log_index
+    }
+
     /// The index of the last applied entry.
     pub fn last_applied(&self) -> Option<u64> {
         self.state.last_applied().map(|l| l.index)

@@ -13,11 +13,14 @@
 //!   (its own among them) agree within [`AGREE_WITHIN`], the leader stamps their
 //!   median: a leader whose clock is off is outvoted, and says so.
 //! - **The replicated time.** A term's first stamps wait (up to
-//!   [`FIRST_READ_WAIT`]) for a majority's clocks to be read. When they cannot
-//!   be read in that time, or no majority agrees, the leader stamps its own clock held
-//!   within [`ANCHOR_BOUND`] of the time its term began with (the last stamp it
-//!   applied then) moved on by its monotonic clock. That anchor is taken once
-//!   per term, never from its own stamps, so a fast clock cannot ratchet it.
+//!   [`FIRST_READ_WAIT`]) for a majority's clocks to be read and, unless they
+//!   agree, for the term's anchor: the state's time once the leader applied
+//!   what its log held when the term began. With no agreeing majority, the
+//!   least-ahead clock the anchor vouches for (within [`VOUCH_AHEAD`] of it);
+//!   without an anchor still, the least of the known clocks. When the anchor
+//!   vouches for none, its own clock held within [`ANCHOR_BOUND`] of the
+//!   anchor moved on by its monotonic clock. The anchor is taken once per
+//!   term, never from its own stamps, so a fast clock cannot ratchet it.
 //!
 //! [`stamp_time`] decides, purely; [`ClusterClock`] gathers what it needs.
 
@@ -104,10 +107,46 @@ impl ClockView {
     pub fn knows_majority(&self) -> bool {
         self.peer_offsets_ms.len() + 1 > self.voters / 2
     }
+
+    /// True when what is known suffices to stamp without waiting more: a
+    /// majority of clocks is known, and either they agree or the term's
+    /// anchor is known to judge them by.
+    pub fn suffices(&self) -> bool {
+        self.knows_majority() && (agreeing(self).is_some() || self.anchor_ms.is_some())
+    }
 }
 
 /// The time to stamp, and where it came from.
 pub fn stamp_time(view: &ClockView) -> (u64, Source) {
+    if let Some(agreed) = agreeing(view) {
+        return agreed;
+    }
+    let Some(anchor) = view.anchor_ms else {
+        // Nothing to judge the clocks by (a new leader whose state is not
+        // applied yet, or a cluster that never stamped): the least of them.
+        // A stamp too early is corrected by the next; one too late never is.
+        let least = view
+            .peer_offsets_ms
+            .iter()
+            .copied()
+            .filter(|off| *off < 0)
+            .min();
+        return match least {
+            Some(off) => (
+                shift(view.local_ms, off),
+                Source::Vouched {
+                    leader_off_ms: -off,
+                },
+            ),
+            None => (view.local_ms, Source::Own),
+        };
+    };
+    anchored(view, anchor)
+}
+
+/// The stamp when a majority of the voters' clocks agree within
+/// [`AGREE_WITHIN`]: the leader's own among them, else their median.
+fn agreeing(view: &ClockView) -> Option<(u64, Source)> {
     let majority = view.voters / 2 + 1;
     let agree = i64::try_from(AGREE_WITHIN.as_millis()).unwrap_or(i64::MAX);
     let mut offsets: Vec<i64> = view.peer_offsets_ms.clone();
@@ -126,22 +165,25 @@ pub fn stamp_time(view: &ClockView) -> (u64, Source) {
             best = Some(group);
         }
     }
-    if let Some(group) = best.filter(|g| g.len() >= majority) {
-        let median = group[(group.len() - 1) / 2];
-        if group.contains(&0) {
-            return (view.local_ms, Source::Own);
-        }
-        let at = shift(view.local_ms, median);
-        return (
-            at,
-            Source::Majority {
-                leader_off_ms: -median,
-            },
-        );
+    let group = best.filter(|g| g.len() >= majority)?;
+    let median = group[(group.len() - 1) / 2];
+    if group.contains(&0) {
+        return Some((view.local_ms, Source::Own));
     }
-    let Some(anchor) = view.anchor_ms else {
-        return (view.local_ms, Source::Own);
-    };
+    Some((
+        shift(view.local_ms, median),
+        Source::Majority {
+            leader_off_ms: -median,
+        },
+    ))
+}
+
+/// No majority agrees: the clock the anchor vouches for, or the leader's
+/// own held within [`ANCHOR_BOUND`] of it.
+fn anchored(view: &ClockView, anchor: u64) -> (u64, Source) {
+    let agree = AGREE_WITHIN.as_millis() as i64;
+    let mut offsets: Vec<i64> = view.peer_offsets_ms.clone();
+    offsets.push(0);
     // No majority agrees (a voter down, one clock off): the replicated time
     // vouches for the clocks at or just after it (a failover's length,
     // VOUCH_AHEAD: the anchor is the last stamp before the term, so a right
@@ -204,8 +246,13 @@ pub struct ClusterClock {
 #[derive(Debug, Clone, Copy)]
 struct Anchor {
     term: u64,
-    state_ms: u64,
-    at: Instant,
+    /// The last index of the log when the term's first stamp was asked for:
+    /// the state's time is the term's anchor once it is applied.
+    applied_by: u64,
+    /// The state's time then, and when it was read.
+    taken: Option<(u64, Instant)>,
+    /// When the term's first stamp was asked for.
+    began: Instant,
 }
 
 /// How often a leader whose clock is overruled says so.
@@ -248,7 +295,7 @@ impl ClusterClock {
                 tokio::time::Instant::from_std(self.term_began() + FIRST_READ_WAIT)
             });
             let leads = replica.leadership().borrow().is_self;
-            if !leads || view.knows_majority() || tokio::time::Instant::now() >= until {
+            if !leads || view.suffices() || tokio::time::Instant::now() >= until {
                 let (at, source) = stamp_time(&view);
                 if source != Source::Own {
                     self.say(source);
@@ -292,25 +339,34 @@ impl ClusterClock {
         self.anchor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .map_or_else(Instant::now, |a| a.at)
+            .map_or_else(Instant::now, |a| a.began)
     }
 
     /// The term's anchor moved on to now (taken at the term's first stamp).
+    /// Taken once the replica applied every entry its log held when the
+    /// term began (a leader just restarted may lead before it applied its
+    /// log: its state's time would be from long ago, or 0), and never again
+    /// in the term.
     fn anchor_now(&self, replica: &Replica) -> Option<u64> {
         let term = replica.leadership().borrow().term;
         let mut anchor = self.anchor.lock().unwrap_or_else(|p| p.into_inner());
         if anchor.is_none_or(|a| a.term != term) {
-            let state_ms = replica.read_local(|s| s.clock().as_ms()).ok()?;
             *anchor = Some(Anchor {
                 term,
-                state_ms,
-                at: Instant::now(),
+                applied_by: replica.last_log_index().unwrap_or(0),
+                taken: None,
+                began: Instant::now(),
             });
         }
-        let a = (*anchor)?;
-        let moved = u64::try_from(a.at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let a = anchor.as_mut()?;
+        if a.taken.is_none() && replica.last_applied().unwrap_or(0) >= a.applied_by {
+            let state_ms = replica.read_local(|s| s.clock().as_ms()).ok()?;
+            a.taken = Some((state_ms, Instant::now()));
+        }
+        let (state_ms, at) = a.taken?;
+        let moved = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
         // A cluster that never stamped (time 0) has no anchor.
-        (a.state_ms > 0).then(|| a.state_ms.saturating_add(moved))
+        (state_ms > 0).then(|| state_ms.saturating_add(moved))
     }
 
     fn say(&self, source: Source) {
@@ -384,7 +440,18 @@ mod tests {
         assert_eq!(stamp_time(&view(&[30, -20], 3, None)), (NOW, Source::Own));
         // A follower an hour off is outvoted.
         assert_eq!(stamp_time(&view(&[HOUR, 5], 3, None)), (NOW, Source::Own));
-        assert_eq!(stamp_time(&view(&[-HOUR], 3, None)).1, Source::Own);
+        // Two clocks known of three, disagreeing, nothing to judge them by
+        // (no anchor yet): the lesser, which the next stamps correct.
+        assert_eq!(
+            stamp_time(&view(&[-HOUR], 3, None)),
+            (
+                NOW - HOUR as u64,
+                Source::Vouched {
+                    leader_off_ms: HOUR
+                }
+            )
+        );
+        assert_eq!(stamp_time(&view(&[HOUR], 3, None)), (NOW, Source::Own));
     }
 
     #[test]
