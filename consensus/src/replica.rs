@@ -712,6 +712,16 @@ impl Replica {
         self.state.read(|s| s.digest()).ok()
     }
 
+    /// Raft's own term and whether Raft has this replica lead, as of now:
+    /// ahead of [`Replica::leadership`], which publishes a new term a moment
+    /// later (and a leader only once it is not stale), while Raft already
+    /// takes proposals.
+    pub fn raft_standing(&self) -> (u64, bool) {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        (m.current_term, m.state == ServerState::Leader)
+    }
+
     /// The index of the last entry in this replica's log (applied or not).
     pub fn last_log_index(&self) -> Option<u64> {
         self.raft.metrics().borrow().last_log_index

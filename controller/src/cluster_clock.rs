@@ -294,7 +294,9 @@ impl ClusterClock {
             let until = *deadline.get_or_insert_with(|| {
                 tokio::time::Instant::from_std(self.term_began() + FIRST_READ_WAIT)
             });
-            let leads = replica.leadership().borrow().is_self;
+            // Raft's own word: the leadership watch publishes a new term a
+            // moment after Raft takes proposals in it.
+            let (_, leads) = replica.raft_standing();
             if !leads || view.suffices() || tokio::time::Instant::now() >= until {
                 let (at, source) = stamp_time(&view);
                 if source != Source::Own {
@@ -348,7 +350,7 @@ impl ClusterClock {
     /// log: its state's time would be from long ago, or 0), and never again
     /// in the term.
     fn anchor_now(&self, replica: &Replica) -> Option<u64> {
-        let term = replica.leadership().borrow().term;
+        let (term, _) = replica.raft_standing();
         let mut anchor = self.anchor.lock().unwrap_or_else(|p| p.into_inner());
         if anchor.is_none_or(|a| a.term != term) {
             *anchor = Some(Anchor {
