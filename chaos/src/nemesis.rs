@@ -249,6 +249,26 @@ fn sleep_unless_stopped(time: Duration, stop: &AtomicBool) -> bool {
 }
 
 /// Where Debian's faketime package puts the library.
+/// A follower picked at random, for a clock skew (skipped without
+/// libfaketime, a leader or a follower).
+fn follower_to_skew(cluster: &Cluster, rng: &mut StdRng) -> Result<u64, Injection> {
+    crate::skew::faketime_library().map_err(Injection::Skipped)?;
+    let (leader, _) = cluster
+        .leader()
+        .context("no controller names a leader")
+        .map_err(Injection::Skipped)?;
+    let followers: Vec<u64> = cluster
+        .controllers
+        .iter()
+        .copied()
+        .filter(|id| *id != leader)
+        .collect();
+    if followers.is_empty() {
+        return Err(Injection::Skipped(anyhow::anyhow!("no follower to skew")));
+    }
+    Ok(followers[rng.random_range(0..followers.len())])
+}
+
 fn controller(id: u64) -> String {
     format!("controller-{id}")
 }
@@ -409,21 +429,7 @@ fn inject(
             )
         }
         Fault::SkewFollower(seconds) => {
-            crate::skew::faketime_library().map_err(Injection::Skipped)?;
-            let (leader, _) = cluster
-                .leader()
-                .context("no controller names a leader")
-                .map_err(Injection::Skipped)?;
-            let followers: Vec<u64> = cluster
-                .controllers
-                .iter()
-                .copied()
-                .filter(|id| *id != leader)
-                .collect();
-            if followers.is_empty() {
-                return Err(Injection::Skipped(anyhow::anyhow!("no follower to skew")));
-            }
-            let target = controller(followers[rng.random_range(0..followers.len())]);
+            let target = controller(follower_to_skew(cluster, rng)?);
             begin(&target);
             hold_fault(
                 (
@@ -435,20 +441,7 @@ fn inject(
             )
         }
         Fault::SkewLeader(seconds) => {
-            crate::skew::faketime_library().map_err(Injection::Skipped)?;
-            let (leader, _) = cluster
-                .leader()
-                .context("no controller names a leader")
-                .map_err(Injection::Skipped)?;
-            let followers: Vec<u64> = cluster
-                .controllers
-                .iter()
-                .copied()
-                .filter(|id| *id != leader)
-                .collect();
-            let Some(&skewed) = followers.get(rng.random_range(0..followers.len().max(1))) else {
-                return Err(Injection::Skipped(anyhow::anyhow!("no follower to skew")));
-            };
+            let skewed = follower_to_skew(cluster, rng)?;
             let target = controller(skewed);
             begin(&target);
             // What shows it took: the skewed controller led (the elections
