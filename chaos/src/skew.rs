@@ -69,8 +69,24 @@ pub fn bring_to_lead(cluster: &Cluster, id: u64) -> anyhow::Result<u32> {
         if view.leader == id {
             return Ok(killed);
         }
+        // The leader and every other controller but `id` killed together,
+        // those others started again at once: `id`, campaigning already, is
+        // the one they vote for (a lower id goes first on a tie, so killing
+        // the leader alone may never let `id` win).
         let lost = format!("controller-{}", view.leader);
+        let others: Vec<String> = view
+            .members
+            .iter()
+            .filter(|m| **m != id && **m != view.leader)
+            .map(|m| format!("controller-{m}"))
+            .collect();
         cluster.control.act(Act::Kill, &lost)?;
+        for other in &others {
+            cluster.control.act(Act::Kill, other)?;
+        }
+        for other in &others {
+            start_again(&cluster.control, other)?;
+        }
         let next = poll(STEP_DEADLINE, "a new leader", || {
             cluster.leader().filter(|(l, _)| *l != view.leader)
         });
