@@ -51,13 +51,7 @@ impl Controller {
         // Before anything makes an instrument: one made earlier records nowhere.
         let metrics_server = match config.listen.metrics {
             Some(listen) => {
-                let metrics = corral_telemetry::Metrics::install("corrald")?;
-                let server = corral_telemetry::serve(listen, metrics.registry().clone()).await?;
-                tracing::info!(
-                    "metrics at http://{}/metrics ([listen] metrics)",
-                    server.address()
-                );
-                Some(server)
+                Some(corral_telemetry::start("corrald", listen, "[listen] metrics").await?)
             }
             None => None,
         };

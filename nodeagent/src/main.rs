@@ -188,13 +188,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Before anything makes an instrument: one made earlier records nowhere.
     let _metrics_server = match args.metrics_listen {
         Some(listen) => {
-            let metrics = corral_telemetry::Metrics::install("corral-agent")?;
-            let server = corral_telemetry::serve(listen, metrics.registry().clone()).await?;
-            tracing::info!(
-                "metrics at http://{}/metrics (--metrics-listen)",
-                server.address()
-            );
-            Some(server)
+            Some(corral_telemetry::start("corral-agent", listen, "--metrics-listen").await?)
         }
         None => None,
     };

@@ -115,6 +115,19 @@ impl Metrics {
     }
 }
 
+/// Installs the metrics of `service` and serves them on `listen`, saying
+/// where (`how` names the setting that asked for them).
+pub async fn start(
+    service: &'static str,
+    listen: std::net::SocketAddr,
+    how: &str,
+) -> Result<MetricsServer, TelemetryError> {
+    let metrics = Metrics::install(service)?;
+    let server = serve(listen, metrics.registry().clone()).await?;
+    tracing::info!("metrics at http://{}/metrics ({how})", server.address());
+    Ok(server)
+}
+
 /// The meter every corral instrument is made from (a no-op one until
 /// [`Metrics::install`]).
 pub fn meter() -> Meter {
