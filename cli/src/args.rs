@@ -561,6 +561,10 @@ pub enum LocalAction {
         /// e.g. `--env FAKETIME=+1h --env LD_PRELOAD=...` to skew a clock.
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
+        /// Run this binary instead, from now on: another build of corrald
+        /// or corral-agent (upgrade one process at a time).
+        #[arg(long, value_name = "PATH")]
+        program: Option<PathBuf>,
     },
     /// Partition a cluster started with --netns or --fault-proxy: every packet
     /// between each process of ONE and each of OTHER is dropped, both ways

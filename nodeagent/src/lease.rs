@@ -103,6 +103,11 @@ impl Lease {
             .map_or(true, |l| l.expires.is_none_or(|e| Instant::now() > e))
     }
 
+    /// Whether this agent ever held a lease (a leader welcomed it).
+    pub fn ever_held(&self) -> bool {
+        self.inner.lock().is_ok_and(|l| l.expires.is_some())
+    }
+
     /// Whether a leader acknowledged this agent within `window`.
     pub fn reaches_leader(&self, window: Duration) -> bool {
         self.inner
@@ -124,14 +129,17 @@ mod tests {
     fn a_lease_is_held_only_between_a_renewal_and_its_end() {
         let lease = Lease::default();
         assert!(lease.lapsed(), "never renewed: nothing may run under it");
+        assert!(!lease.ever_held(), "but it never lapsed either");
         lease.renew(Instant::now(), Duration::from_secs(10));
         assert!(!lease.lapsed());
+        assert!(lease.ever_held());
         let old = Lease::default();
         let Some(long_ago) = Instant::now().checked_sub(Duration::from_secs(11)) else {
             return;
         };
         old.renew(long_ago, Duration::from_secs(10));
         assert!(old.lapsed(), "a lapsed lease stays lapsed until renewed");
+        assert!(old.ever_held(), "and it did lapse");
         old.renew(Instant::now(), Duration::from_secs(10));
         assert!(!old.lapsed());
     }

@@ -434,8 +434,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     continue;
                 }
                 // Again on every tick while the lease stays lapsed, so that an
-                // attempt launched since is killed too.
-                if !fenced && !supervisor.held().is_empty() {
+                // attempt launched since is killed too. Before the first
+                // welcome there is no lease to lapse: what is held then is a
+                // previous agent's ending attempts (see `recovery`), fenced
+                // without a word.
+                if !fenced && lease.ever_held() && !supervisor.held().is_empty() {
                     tracing::error!(
                         "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
                     );

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::agent_protocol::{self, ProtocolRange};
 use crate::roster::{Roster, RosterDigest};
 
 /// The largest frame either side accepts (a launch carries the batch script).
@@ -48,10 +49,40 @@ pub struct GpuHealthSample {
     pub problem: Option<String>,
 }
 
+/// What an agent says of itself in its hello.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentHello {
+    /// The node (must match the certificate's name).
+    pub node: String,
+    /// Changes on every agent start.
+    pub boot_id: String,
+    /// The agent's build (corral's version).
+    pub version: String,
+    /// What the agent found.
+    pub resources: NodeResources,
+    /// Attempts whose processes still run here.
+    pub running: Vec<(JobId, AttemptNumber)>,
+    /// Where this agent accepts job steps from other agents (`host:port`,
+    /// UDP), when it does.
+    pub step_address: Option<String>,
+}
+
+/// What the leader tells an agent it accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentWelcome {
+    /// Heartbeat every this many ms.
+    pub heartbeat_ms: u64,
+    /// Without an acknowledged heartbeat for this long, kill every job.
+    pub lease_ms: u64,
+    /// `SLURM_CLUSTER_NAME`.
+    pub cluster_name: String,
+}
+
 /// Agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AgentMessage {
-    /// First message on a connection.
+    /// First message on a connection, in agent protocol 1 (see
+    /// [`crate::agent_protocol`]); [`AgentMessage::HelloV2`] since.
     Hello {
         /// The node (must match the certificate's name).
         node: String,
@@ -99,6 +130,56 @@ pub enum AgentMessage {
         /// The roster this agent holds (none yet: `None`).
         roster: Option<RosterDigest>,
     },
+    /// First message on a connection, from protocol 2 on: the agent's
+    /// protocol range, then what [`AgentMessage::Hello`] said.
+    HelloV2 {
+        /// The agent protocols the agent speaks.
+        protocol: ProtocolRange,
+        /// The agent.
+        hello: AgentHello,
+    },
+}
+
+impl AgentMessage {
+    /// The hello of protocol 1, which a controller of the previous release
+    /// reads.
+    pub fn unversioned_hello(hello: AgentHello) -> AgentMessage {
+        AgentMessage::Hello {
+            node: hello.node,
+            boot_id: hello.boot_id,
+            version: hello.version,
+            resources: hello.resources,
+            running: hello.running,
+            step_address: hello.step_address,
+        }
+    }
+
+    /// The hello this is, with the protocols its sender speaks (a
+    /// protocol-1 hello names none: 1 alone), or `None` for another message.
+    pub fn into_hello(self) -> Option<(ProtocolRange, AgentHello)> {
+        match self {
+            AgentMessage::Hello {
+                node,
+                boot_id,
+                version,
+                resources,
+                running,
+                step_address,
+            } => Some((
+                ProtocolRange::only(agent_protocol::UNVERSIONED),
+                AgentHello {
+                    node,
+                    boot_id,
+                    version,
+                    resources,
+                    running,
+                    step_address,
+                },
+            )),
+            AgentMessage::HelloV2 { protocol, hello } => Some((protocol, hello)),
+            _ => None,
+        }
+    }
 }
 
 /// An agent's report about an attempt or a GPU.
@@ -220,7 +301,8 @@ pub enum AgentReport {
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControllerMessage {
-    /// The leader accepted the agent.
+    /// The leader accepted the agent, in protocol 1 ([`ControllerMessage::WelcomeV2`]
+    /// since).
     Welcome {
         /// Heartbeat every this many ms.
         heartbeat_ms: u64,
@@ -283,6 +365,35 @@ pub enum ControllerMessage {
     /// agent's heartbeats show it takes it (`HeartbeatV2`), and again on
     /// every change.
     Roster(Roster),
+    /// The leader accepted the agent (protocol 2 on): the version the
+    /// session speaks and the controller's build, then what `Welcome` said.
+    WelcomeV2 {
+        /// The agent protocol of this session.
+        protocol: u32,
+        /// The controller's build (corral's version).
+        controller_build: String,
+        /// The session's settings.
+        welcome: AgentWelcome,
+    },
+}
+
+impl ControllerMessage {
+    /// The welcome for a session of agent protocol `protocol`.
+    pub fn welcome(protocol: u32, controller_build: &str, welcome: AgentWelcome) -> Self {
+        if protocol <= agent_protocol::UNVERSIONED {
+            ControllerMessage::Welcome {
+                heartbeat_ms: welcome.heartbeat_ms,
+                lease_ms: welcome.lease_ms,
+                cluster_name: welcome.cluster_name,
+            }
+        } else {
+            ControllerMessage::WelcomeV2 {
+                protocol,
+                controller_build: controller_build.to_string(),
+                welcome,
+            }
+        }
+    }
 }
 
 /// Which processes of an attempt a signal reaches, as Slurm decides it: by

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod agent_protocol;
 pub mod records;
 pub mod roster;
 pub mod step;

@@ -88,16 +88,28 @@ impl LocalCluster {
     /// `start_with_args`, with `env` set for `corral local up` (and so for
     /// the daemons it starts).
     pub fn start_with_env(controllers: u32, args: &[&str], env: &[(&str, &str)]) -> LocalCluster {
-        let (corral, corrald, agent) = match std::env::var_os("CORRAL_E2E_BIN_DIR") {
+        let (corrald, agent) = match std::env::var_os("CORRAL_E2E_BIN_DIR") {
             Some(dir) => {
                 let dir = PathBuf::from(dir);
-                (
-                    dir.join("corral"),
-                    dir.join("corrald"),
-                    dir.join("corral-agent"),
-                )
+                (dir.join("corrald"), dir.join("corral-agent"))
             }
-            None => (corral_bin(), corrald_bin(), sibling("corral-agent")),
+            None => (corrald_bin(), sibling("corral-agent")),
+        };
+        Self::start_with_daemons(controllers, (&corrald, &agent), args, env)
+    }
+
+    /// `start_with_env`, with the controllers and agents run from the
+    /// binaries `daemons` names (`corrald`, `corral-agent`): another
+    /// release's, for a cluster midway through an upgrade.
+    pub fn start_with_daemons(
+        controllers: u32,
+        (corrald, agent): (&Path, &Path),
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> LocalCluster {
+        let corral = match std::env::var_os("CORRAL_E2E_BIN_DIR") {
+            Some(dir) => PathBuf::from(dir).join("corral"),
+            None => corral_bin(),
         };
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(corral)
@@ -193,11 +205,26 @@ impl LocalCluster {
     /// `corral local start NAME --env K=V...`: starts a stopped process again
     /// with extra environment (a skewed clock, say).
     pub fn restart_with_env(&self, name: &str, env: &[String]) {
+        self.start_process(name, env, None);
+    }
+
+    /// `corral local start NAME --program PATH`: starts a stopped process
+    /// again as another build (an upgrade of that one process).
+    pub fn restart_as(&self, name: &str, program: &Path) {
+        self.start_process(name, &[], Some(program));
+    }
+
+    fn start_process(&self, name: &str, env: &[String], program: Option<&Path>) {
         let out = Command::new(corral_bin())
             .args(["local", "start", "--dir"])
             .arg(self.dir.path())
             .arg(name)
             .args(env.iter().flat_map(|pair| ["--env", pair.as_str()]))
+            .args(
+                program
+                    .iter()
+                    .flat_map(|p| [std::ffi::OsStr::new("--program"), p.as_os_str()]),
+            )
             .output()
             .unwrap();
         assert!(

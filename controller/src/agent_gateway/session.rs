@@ -17,8 +17,10 @@ use std::time::Duration;
 use corral_consensus::Replica;
 use corral_pki::{Identity, Role};
 use corral_proto::agent::{
-    AgentMessage, ControllerMessage, Launch, read_frame_limited, write_frame,
+    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, Launch, read_frame_limited,
+    write_frame,
 };
+use corral_proto::agent_protocol;
 use corral_state::ids::AttemptNumber;
 use corral_state::job::{Job, JobState};
 use corral_state::node_liveness::NodeLiveness;
@@ -60,6 +62,8 @@ pub struct SessionContext {
     pub agents: AgentSessions,
 }
 
+/// This controller's build, as agents are told it.
+const CONTROLLER_BUILD: &str = env!("CARGO_PKG_VERSION");
 /// How often a session reconciles its node against committed state.
 const RECONCILE_EVERY: Duration = Duration::from_millis(100);
 /// Frames read ahead of the session loop.
@@ -116,17 +120,17 @@ async fn run(
     let hello: Option<AgentMessage> = read_frame_limited(&mut recv, MAX_AGENT_FRAME_BYTES)
         .await
         .map_err(|e| e.to_string())?;
-    let Some(AgentMessage::Hello {
+    let Some((spoken, hello)) = hello.and_then(AgentMessage::into_hello) else {
+        return Err("the first message was not a hello".into());
+    };
+    let AgentHello {
         node,
         boot_id,
         version,
         resources,
         running,
         step_address,
-    }) = hello
-    else {
-        return Err("the first message was not a hello".into());
-    };
+    } = hello;
     let refuse = |reason: String| ControllerMessage::Refused { reason };
     if identity.role != Role::Agent || identity.name != node {
         let reason = format!(
@@ -135,6 +139,16 @@ async fn run(
         write(send, &refuse(reason.clone())).await?;
         return Err(reason);
     }
+    // The version is agreed before anything else: a refusal for it names
+    // both sides, and is what an operator midway through an upgrade needs.
+    let protocol = match agent_protocol::SPOKEN.agree(spoken) {
+        Ok(protocol) => protocol,
+        Err(mismatch) => {
+            let reason = mismatch.explain(&node, &version, CONTROLLER_BUILD);
+            write(send, &refuse(reason.clone())).await?;
+            return Err(reason);
+        }
+    };
     let leadership = ctx.replica.leadership().borrow().clone();
     if !leadership.is_self {
         let leader = leadership.leader.map(|(_, addr)| addr.api);
@@ -177,7 +191,7 @@ async fn run(
         memory_mb: resources.memory_mb,
         gpus: resources.gpus.clone(),
         running: running.clone(),
-        agent_version: version,
+        agent_version: version.clone(),
         boot_id,
         step_address,
         at: clock::now(),
@@ -189,7 +203,12 @@ async fn run(
             write(send, &refuse(reason.clone())).await?;
             return Err(reason);
         }
-        Err(e) => return Err(format!("registration not committed: {e}")),
+        Err(e) => {
+            // Answered, so the agent asks the others: a connection closed
+            // unanswered means a controller that cannot read the hello.
+            write(send, &ControllerMessage::NotLeader { leader: None }).await?;
+            return Err(format!("registration not committed: {e}"));
+        }
     }
     ctx.wake_scheduler.notify_one();
     // Read after the registration committed: the settings of the state it
@@ -197,16 +216,17 @@ async fn run(
     // Never a guess: a lease longer than the cluster's would outlive the
     // leader's down timeout.
     let welcomed = liveness_in_force(ctx)?;
+    let welcome = AgentWelcome {
+        heartbeat_ms: welcomed.heartbeat_ms,
+        lease_ms: welcomed.lease_ms,
+        cluster_name: ctx.cluster_name.clone(),
+    };
     write(
         send,
-        &ControllerMessage::Welcome {
-            heartbeat_ms: welcomed.heartbeat_ms,
-            lease_ms: welcomed.lease_ms,
-            cluster_name: ctx.cluster_name.clone(),
-        },
+        &ControllerMessage::welcome(protocol, CONTROLLER_BUILD, welcome),
     )
     .await?;
-    tracing::info!(%node, "agent registered");
+    tracing::info!(%node, agent_build = %version, protocol, "agent registered");
     // Held for the session's life: dropping it leaves the registry.
     let (_registration, mut relays) = ctx.agents.register(&node);
     let mut relays_open = true;
@@ -278,7 +298,9 @@ async fn run(
                             ));
                         }
                     }
-                    AgentMessage::Hello { .. } => break Err("a second hello on one connection".into()),
+                    AgentMessage::Hello { .. } | AgentMessage::HelloV2 { .. } => {
+                        break Err("a second hello on one connection".into())
+                    }
                 }
             }
             answer = settled.recv() => {

@@ -4,11 +4,19 @@
 //! cannot confirm it (cut off from the majority) says it knows no leader. The
 //! first welcome wins; the other attempts are dropped, which closes their
 //! connections.
+//!
+//! The hello names the agent protocols this build speaks
+//! ([`corral_proto::agent_protocol`]). A controller of the release before
+//! versions cannot read it and closes the connection unanswered; the agent
+//! then says hello to it again in protocol 1, which it still speaks.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use corral_proto::agent::{AgentMessage, ControllerMessage, read_frame, write_frame};
+use corral_proto::agent::{
+    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, FrameError, read_frame, write_frame,
+};
+use corral_proto::agent_protocol;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -38,6 +46,8 @@ pub(super) struct Attached {
     pub lease: Duration,
     /// `SLURM_CLUSTER_NAME`.
     pub cluster_name: String,
+    /// The agent protocol of the session.
+    pub protocol: u32,
 }
 
 /// How a round ended.
@@ -58,6 +68,9 @@ enum Answer {
     Welcome(Box<Attached>),
     NotLeader(Option<String>),
     Refused(String),
+    /// The controller closed the connection without a word: one that cannot
+    /// read the hello does that.
+    Unanswered,
 }
 
 /// Sends `hello` to every controller (named leaders `hints` first) and returns
@@ -66,7 +79,7 @@ pub(super) async fn attach(
     endpoint: &quinn::Endpoint,
     controllers: &[String],
     hints: &[String],
-    hello: AgentMessage,
+    hello: AgentHello,
 ) -> Outcome {
     let mut probes = JoinSet::new();
     let mut asked: Vec<String> = Vec::new();
@@ -77,7 +90,7 @@ pub(super) async fn attach(
         asked.push(address.to_string());
         let (endpoint, address, hello) = (endpoint.clone(), address.to_string(), hello.clone());
         probes.spawn(async move {
-            let answer = probe(&endpoint, &address, &hello).await;
+            let answer = say_hello(&endpoint, &address, hello).await;
             (address, answer)
         });
     };
@@ -100,6 +113,11 @@ pub(super) async fn attach(
                 }
             }
             Ok(Answer::NotLeader(None)) => said.push(format!("{address}: no leader known")),
+            Ok(Answer::Unanswered) => {
+                said.push(format!(
+                    "{address}: closed the connection without answering"
+                ));
+            }
             Ok(Answer::Refused(reason)) => {
                 tracing::error!(%address, "the controller refused this agent: {reason}");
                 said.push(format!("{address}: refused: {reason}"));
@@ -113,7 +131,36 @@ pub(super) async fn attach(
     }
 }
 
-/// Says hello to the controller at `address` and reads its answer.
+/// Says hello to the controller at `address` in the newest protocol this
+/// build speaks, and again in protocol 1 if the controller could not read
+/// that.
+async fn say_hello(
+    endpoint: &quinn::Endpoint,
+    address: &str,
+    hello: AgentHello,
+) -> anyhow::Result<Answer> {
+    let spoken = agent_protocol::SPOKEN;
+    let versioned = AgentMessage::HelloV2 {
+        protocol: spoken,
+        hello: hello.clone(),
+    };
+    let answer = probe(endpoint, address, &versioned).await?;
+    if !matches!(answer, Answer::Unanswered) || !spoken.speaks(agent_protocol::UNVERSIONED) {
+        return Ok(answer);
+    }
+    let answer = probe(endpoint, address, &AgentMessage::unversioned_hello(hello)).await?;
+    if matches!(answer, Answer::Welcome(_)) {
+        tracing::warn!(
+            %address,
+            "the controller did not read this agent's hello of protocol {} and welcomed it in protocol 1: it runs a corral older than this agent's {}; upgrade the controllers before the agents",
+            spoken,
+            env!("CARGO_PKG_VERSION"),
+        );
+    }
+    Ok(answer)
+}
+
+/// Says `hello` to the controller at `address` and reads its answer.
 async fn probe(
     endpoint: &quinn::Endpoint,
     address: &str,
@@ -137,29 +184,57 @@ async fn probe(
     tokio::time::timeout(ANSWER_TIMEOUT, write_frame(&mut send, hello))
         .await
         .context("the hello could not be sent in time")??;
-    let reply: Option<ControllerMessage> =
-        tokio::time::timeout(ANSWER_TIMEOUT, read_frame(&mut recv))
-            .await
-            .context("no answer to the hello in time")??;
-    match reply {
+    let reply = match tokio::time::timeout(ANSWER_TIMEOUT, read_frame(&mut recv))
+        .await
+        .context("no answer to the hello in time")?
+    {
+        Ok(reply) => reply,
+        // The stream or the connection was closed, not timed out.
+        Err(FrameError::Io(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (protocol, welcome) = match reply {
         Some(ControllerMessage::Welcome {
             heartbeat_ms,
             lease_ms,
             cluster_name,
-        }) => Ok(Answer::Welcome(Box::new(Attached {
-            connection,
-            send,
-            recv,
-            address: address.to_string(),
-            hello_sent,
-            // Bounded, so no timer arithmetic can overflow.
-            heartbeat: Duration::from_millis(heartbeat_ms.clamp(10, 60_000)),
-            lease: Duration::from_millis(lease_ms.clamp(20, 3_600_000)),
-            cluster_name,
-        }))),
-        Some(ControllerMessage::NotLeader { leader }) => Ok(Answer::NotLeader(leader)),
-        Some(ControllerMessage::Refused { reason }) => Ok(Answer::Refused(reason)),
+        }) => (
+            agent_protocol::UNVERSIONED,
+            AgentWelcome {
+                heartbeat_ms,
+                lease_ms,
+                cluster_name,
+            },
+        ),
+        Some(ControllerMessage::WelcomeV2 {
+            protocol,
+            controller_build,
+            welcome,
+        }) => {
+            if !agent_protocol::SPOKEN.speaks(protocol) {
+                bail!(
+                    "the controller (corral {controller_build}) chose agent protocol {protocol}, which this agent (corral {}) does not speak ({}): upgrade the controllers and this agent to one release",
+                    env!("CARGO_PKG_VERSION"),
+                    agent_protocol::SPOKEN,
+                );
+            }
+            (protocol, welcome)
+        }
+        Some(ControllerMessage::NotLeader { leader }) => return Ok(Answer::NotLeader(leader)),
+        Some(ControllerMessage::Refused { reason }) => return Ok(Answer::Refused(reason)),
         Some(other) => bail!("unexpected first answer {other:?}"),
-        None => bail!("the controller closed the connection without answering"),
-    }
+        None => return Ok(Answer::Unanswered),
+    };
+    Ok(Answer::Welcome(Box::new(Attached {
+        connection,
+        send,
+        recv,
+        address: address.to_string(),
+        hello_sent,
+        // Bounded, so no timer arithmetic can overflow.
+        heartbeat: Duration::from_millis(welcome.heartbeat_ms.clamp(10, 60_000)),
+        lease: Duration::from_millis(welcome.lease_ms.clamp(20, 3_600_000)),
+        cluster_name: welcome.cluster_name,
+        protocol,
+    })))
 }

@@ -13,12 +13,14 @@
 //! costs about a second and never the lease.
 
 mod discovery;
+#[cfg(test)]
+mod protocol_fallback_tests;
 mod session;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use corral_proto::agent::{AgentMessage, NodeResources};
+use corral_proto::agent::{AgentHello, NodeResources};
 use tokio::sync::watch;
 
 use crate::lease::Lease;
@@ -119,7 +121,7 @@ pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: Lin
     let mut short_sessions = 0u32;
     let mut last_reason = String::new();
     loop {
-        let hello = AgentMessage::Hello {
+        let hello = AgentHello {
             node: settings.node.clone(),
             boot_id: settings.boot_id.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),

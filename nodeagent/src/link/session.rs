@@ -63,6 +63,7 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
         heartbeat,
         lease: lease_length,
         cluster_name,
+        protocol,
     } = *attached;
     parts.supervisor.set_cluster_name(&cluster_name);
     parts.lease.renew(hello_sent, lease_length);
@@ -71,6 +72,7 @@ pub(super) async fn serve(attached: Box<Attached>, parts: &LinkParts) -> Ended {
         %address,
         lease_ms = lease_length.as_millis() as u64,
         heartbeat_ms = heartbeat.as_millis() as u64,
+        protocol,
         "attached to the leader"
     );
     let (frames_tx, mut frames) = mpsc::channel::<ControllerMessage>(READ_AHEAD);
@@ -271,7 +273,7 @@ impl Session<'_> {
             ControllerMessage::Refused { reason } => {
                 return Err(Ended::Closed(format!("refused: {reason}")));
             }
-            ControllerMessage::Welcome { .. } => {
+            ControllerMessage::Welcome { .. } | ControllerMessage::WelcomeV2 { .. } => {
                 return Err(Ended::Closed("a second welcome".into()));
             }
             ControllerMessage::Roster(roster) => {

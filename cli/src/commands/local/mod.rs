@@ -113,7 +113,12 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
             fault_proxy::serve(&absolute(&dir)?).await?;
             Ok(ExitCode::SUCCESS)
         }
-        LocalAction::Start { dir, process, env } => {
+        LocalAction::Start {
+            dir,
+            process,
+            env,
+            program,
+        } => {
             let extra = env
                 .iter()
                 .map(|pair| {
@@ -122,7 +127,7 @@ pub async fn run(action: LocalAction, json: bool) -> anyhow::Result<ExitCode> {
                         .with_context(|| format!("--env {pair}: give NAME=VALUE"))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let pid = restart(&absolute(&dir)?, &process, &extra)?;
+            let pid = restart(&absolute(&dir)?, &process, &extra, program.as_deref())?;
             if json {
                 super::print_json(&serde_json::json!({ "process": process, "pid": pid }))?;
             } else {

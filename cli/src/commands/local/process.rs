@@ -5,7 +5,9 @@
 //! keeping three: `CORRAL_LOG_MAX_BYTES`, `CORRAL_LOG_KEEP` in the caller's
 //! environment change that). `corral local start NAME` uses the record
 //! to bring back a controller or agent that was stopped or killed (the chaos
-//! suite, tests and operators trying failures by hand).
+//! suite, tests and operators trying failures by hand), or, with
+//! `--program`, to run another build of it (a rolling upgrade, one process
+//! at a time).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -93,8 +95,14 @@ fn start(
 
 /// Starts process `name` (`controller-2`, `agent-gpu01`) again as it was
 /// started first, with `extra` variables for this start only; refused while
-/// it runs.
-pub fn restart(dir: &Path, name: &str, extra: &[(String, String)]) -> anyhow::Result<u32> {
+/// it runs. With `program`, it runs that binary instead, from now on (an
+/// upgrade, or a downgrade, of that one process).
+pub fn restart(
+    dir: &Path,
+    name: &str,
+    extra: &[(String, String)],
+    program: Option<&Path>,
+) -> anyhow::Result<u32> {
     if super::status(dir)?
         .iter()
         .any(|p| p.name == name && p.running)
@@ -109,8 +117,20 @@ pub fn restart(dir: &Path, name: &str, extra: &[(String, String)]) -> anyhow::Re
             dir.display()
         )
     })?;
-    let launch: Launch =
+    let mut launch: Launch =
         serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    if let Some(program) = program {
+        if !program.is_file() {
+            bail!(
+                "--program {}: no such file; give the path of the corrald or corral-agent to run",
+                program.display()
+            );
+        }
+        launch.program = std::path::absolute(program)
+            .with_context(|| format!("--program {}", program.display()))?;
+        std::fs::write(&path, serde_json::to_string_pretty(&launch)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     start(dir, name, &launch, extra)
 }
 
@@ -153,11 +173,11 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never ended");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        restart(dir.path(), "corral-echo", &[]).expect("restarted");
+        restart(dir.path(), "corral-echo", &[], None).expect("restarted");
         while !count(2) {
             assert!(std::time::Instant::now() < deadline, "never ran again");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert!(restart(dir.path(), "nothing", &[]).is_err());
+        assert!(restart(dir.path(), "nothing", &[], None).is_err());
     }
 }
