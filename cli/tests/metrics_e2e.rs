@@ -88,7 +88,12 @@ fn every_process_serves_its_metrics_and_the_leader_counts_the_queue_once() {
         &script(
             dir,
             "metered.sh",
-            "#!/bin/bash\n#SBATCH --gpus-per-node=2\n#SBATCH --output=metered-%j.out\nsleep 300\n",
+            &format!(
+                "#!/bin/bash\n#SBATCH --gpus-per-node=2\n#SBATCH --output=metered-%j.out\n\
+                 echo 1 > \"$CORRAL_CHECKPOINT_DIR/step-1\"\n\
+                 {} checkpoint --step 1 --path \"$CORRAL_CHECKPOINT_DIR/step-1\"\nsleep 300\n",
+                corral_bin().display()
+            ),
         ),
     );
     let leader = format!("controller-{}", cluster.leader());
@@ -104,12 +109,66 @@ fn every_process_serves_its_metrics_and_the_leader_counts_the_queue_once() {
                 && value(&text, "corral_gpus{state=\"allocated\"}") == Some(2.0)
         },
     );
+    // The leader's queue by user and account, its passes, its charges and
+    // the running job's checkpoint age.
+    let user = support::me().trim_start_matches("user-").to_string();
+    let record = support::wait_job(&cluster, &job, Duration::from_secs(5), "a read", |_| true);
+    let account = record["account"].as_str().unwrap().to_string();
+    wait_until(
+        Duration::from_secs(60),
+        "the job's checkpoint and GPU time on the leader",
+        || {
+            let text = scrape(&leader);
+            value(&text, &format!("corral_job_checkpoint_age_seconds{{account=\"{account}\",job=\"{job}\",user=\"{user}\"}}"))
+                .is_some_and(|age| age >= 0.0)
+                && value(
+                    &text,
+                    &format!("corral_accounting_account_gpu_hours_total{{account=\"{account}\"}}"),
+                )
+                .is_some_and(|h| h > 0.0)
+        },
+    );
+    let text = scrape(&leader);
+    assert!(
+        samples(&text, "corral_jobs").iter().any(|(s, v)| {
+            s.contains("state=\"running\"")
+                && s.contains(&format!("user=\"{user}\""))
+                && s.contains(&format!("account=\"{account}\""))
+                && *v == 1.0
+        }),
+        "{text}"
+    );
+    assert!(
+        value(&text, "corral_scheduler_pass_duration_milliseconds_count").is_some_and(|n| n > 0.0),
+        "{text}"
+    );
+    assert!(
+        value(
+            &text,
+            "corral_scheduler_allocations_planned_total{placement=\"priority\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        value(
+            &text,
+            &format!("corral_accounting_user_gpu_hours_total{{user=\"{user}\"}}")
+        )
+        .is_some_and(|h| h > 0.0),
+        "{text}"
+    );
     for id in 1..=3 {
         let name = format!("controller-{id}");
         let text = scrape(&name);
         assert!(
             value(&text, "corral_raft_term").is_some_and(|t| t >= 1.0),
             "{name}: {text}"
+        );
+        assert_eq!(
+            value(&text, "corral_raft_leadership_unconfirmed"),
+            Some(0.0),
+            "{name}"
         );
         let leads = value(&text, "corral_raft_leader");
         assert_eq!(
@@ -161,6 +220,14 @@ fn every_process_serves_its_metrics_and_the_leader_counts_the_queue_once() {
         "{text}"
     );
     assert!(value(&text, "corral_agent_lease_remaining_milliseconds").is_some_and(|ms| ms > 0.0));
+    assert!(
+        value(
+            &text,
+            "corral_agent_heartbeat_round_trip_milliseconds_count"
+        )
+        .is_some_and(|n| n > 0.0),
+        "{text}"
+    );
     let idle_gpu = gpu_not_held(&cluster, &job, &node);
     let out = Command::new(corral_bin())
         .args(["local", "xid", "--dir"])

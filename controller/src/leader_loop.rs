@@ -16,6 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::agent_gateway::liveness::{Heartbeats, leader_actor};
 use crate::clock;
+use crate::pass_instruments::{PassInstruments, PassSummary};
 use crate::retry_pause::RetryPause;
 
 /// How often the loop works, and the leader's own say in its plans.
@@ -71,6 +72,7 @@ pub async fn run(
     let mut leadership = replica.leadership();
     let mut without_quorum = replica.leads_without_quorum();
     let mut stats = LeaderStats::default();
+    let instruments = PassInstruments::new();
     let mut pause = RetryPause::new(FIRST_RETRY_PAUSE, MOST_RETRY_PAUSE, HEALTHY_TERM);
     loop {
         if *stop.borrow() {
@@ -97,7 +99,7 @@ pub async fn run(
             &heartbeats,
             &mut leadership,
             &mut stop,
-            &mut stats,
+            (&mut stats, &instruments),
         )
         .await;
         if *stop.borrow() {
@@ -138,7 +140,7 @@ async fn lead(
     heartbeats: &Heartbeats,
     leadership: &mut watch::Receiver<corral_consensus::Leadership>,
     stop: &mut watch::Receiver<bool>,
-    stats: &mut LeaderStats,
+    (stats, instruments): (&mut LeaderStats, &PassInstruments),
 ) -> Term {
     // Before any plan: a replica of an older build stops here instead of
     // applying this build's entries by its own rules.
@@ -186,15 +188,22 @@ async fn lead(
                 // wait for the pass without holding a runtime thread.
                 match replica
                     .read_local_long(move |state| {
-                        corral_scheduler::plan_with(state, now, &inputs).to_command(now)
+                        let began = std::time::Instant::now();
+                        let plan = corral_scheduler::plan_with(state, now, &inputs);
+                        let summary = PassSummary::of(&plan, began.elapsed());
+                        (plan.to_command(now), summary)
                     })
                     .await
                 {
-                    Ok(Some(command)) => {
+                    Ok((Some(command), summary)) => {
+                        instruments.record(&summary);
                         stats.plans += 1;
                         propose(replica, command).await
                     }
-                    Ok(None) => Ok(()),
+                    Ok((None, summary)) => {
+                        instruments.record(&summary);
+                        Ok(())
+                    }
                     Err(e) => {
                         tracing::warn!("cannot read state for a pass: {e}");
                         Ok(())

@@ -13,4 +13,5 @@ pub mod daemon;
 pub mod leader_loop;
 pub mod mail;
 pub mod metrics;
+pub mod pass_instruments;
 pub mod retry_pause;

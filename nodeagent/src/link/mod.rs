@@ -13,6 +13,7 @@
 //! costs about a second and never the lease.
 
 mod discovery;
+mod instruments;
 #[cfg(test)]
 mod protocol_fallback_tests;
 mod session;
@@ -120,6 +121,8 @@ pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: Lin
     let mut failed_rounds = 0u32;
     let mut short_sessions = 0u32;
     let mut last_reason = String::new();
+    // When the last session ended: the gap to the next welcome is measured.
+    let mut leaderless_since: Option<tokio::time::Instant> = None;
     loop {
         let hello = AgentHello {
             node: settings.node.clone(),
@@ -134,7 +137,12 @@ pub async fn run(settings: LinkSettings, client: quinn::ClientConfig, parts: Lin
                 failed_rounds = 0;
                 last_reason.clear();
                 let began = tokio::time::Instant::now();
+                if let Some(ended) = leaderless_since.take() {
+                    instruments::reattach_duration()
+                        .record((began - ended).as_secs_f64() * 1000.0, &[]);
+                }
                 let ended = session::serve(attached, &parts).await;
+                leaderless_since = Some(tokio::time::Instant::now());
                 hints = ended.leader_hint().into_iter().collect();
                 let lasted = began.elapsed();
                 let pause = pause_after_session(lasted, short_sessions);

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::LinkParts;
 use super::discovery::Attached;
+use super::instruments;
 
 /// Heartbeat periods without any acknowledgement (while a heartbeat waits for
 /// one) before the agent looks for another leader.
@@ -245,6 +246,8 @@ impl Session<'_> {
         match message {
             ControllerMessage::HeartbeatAck { seq } => {
                 if let Some(at) = self.sent_at.remove(&seq) {
+                    instruments::heartbeat_round_trip()
+                        .record(at.elapsed().as_secs_f64() * 1000.0, &[]);
                     self.parts.lease.renew(at, self.lease_length);
                     self.last_ack = Instant::now();
                     self.last_acked_seq = Some(seq);
