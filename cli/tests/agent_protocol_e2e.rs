@@ -36,6 +36,13 @@ fn hello() -> AgentHello {
 /// Says `hello` to each controller in turn (following a named leader) and
 /// returns the first answer that is not `NotLeader`.
 async fn answer(cluster: &LocalCluster, hello: &AgentMessage) -> ControllerMessage {
+    let mut frame = Vec::new();
+    write_frame(&mut frame, hello).await.unwrap();
+    answer_frame(cluster, &frame).await
+}
+
+/// [`answer`] for a frame given as bytes (length prefix included).
+async fn answer_frame(cluster: &LocalCluster, frame: &[u8]) -> ControllerMessage {
     // The cluster runs no agents: gpu01's certificate is minted by its CA here.
     let certs = cluster.dir.path().join("certs");
     let read = |name: &str| std::fs::read_to_string(certs.join(name)).unwrap();
@@ -62,7 +69,7 @@ async fn answer(cluster: &LocalCluster, hello: &AgentMessage) -> ControllerMessa
             continue;
         };
         let (mut send, mut recv) = connection.open_bi().await.unwrap();
-        write_frame(&mut send, hello).await.unwrap();
+        send.write_all(frame).await.unwrap();
         match read_frame::<_, ControllerMessage>(&mut recv).await {
             Ok(Some(ControllerMessage::NotLeader { leader })) => {
                 if let Some(leader) = leader {
@@ -132,6 +139,20 @@ async fn a_controller_welcomes_both_protocols_and_names_both_versions_when_they_
     assert!(
         reason.contains("agent protocol 0 and")
             && reason.contains("upgrade corral-agent on node 'gpu01'"),
+        "{reason}"
+    );
+
+    // A hello of a protocol this build has never heard of (a variant it
+    // does not know) is answered too, never left for the agent to take
+    // for a controller of the release before versions.
+    let unknown_variant = [1u8, 0, 0, 0, 0x63];
+    let ControllerMessage::Refused { reason } = answer_frame(&cluster, &unknown_variant).await
+    else {
+        panic!("an unreadable hello is refused");
+    };
+    assert!(
+        reason.contains("speaks agent protocol 1–2 and cannot read this agent's hello")
+            && reason.contains("upgrade the controllers first"),
         "{reason}"
     );
 

@@ -103,7 +103,8 @@ impl Lease {
             .map_or(true, |l| l.expires.is_none_or(|e| Instant::now() > e))
     }
 
-    /// Whether this agent ever held a lease (a leader welcomed it).
+    /// Whether this agent ever held a lease (a leader welcomed it, or its
+    /// peers extended one).
     pub fn ever_held(&self) -> bool {
         self.inner.lock().is_ok_and(|l| l.expires.is_some())
     }
@@ -121,9 +122,60 @@ impl Lease {
     }
 }
 
+/// What the fencing watchdog does on one of its ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fencing {
+    /// The lease holds: nothing.
+    Nothing,
+    /// Kill whatever the node holds, without a word: the lease was never
+    /// held (what a new agent holds is an earlier agent's ending
+    /// attempts), or the lapse was announced already.
+    Quietly,
+    /// Kill whatever the node holds, and say so (log it, count a fencing):
+    /// the lease lapsed with attempts running.
+    Announced,
+}
+
+/// The fencing watchdog's memory between ticks: whether this lapse was
+/// announced.
+#[derive(Debug, Default)]
+pub struct FencingWatchdog {
+    announced: bool,
+}
+
+impl FencingWatchdog {
+    /// One tick: `lapsed` and `ever_held` are the lease's, `holds` whether
+    /// the node holds attempts. Every tick of a lapsed lease fences, so an
+    /// attempt launched since is killed too.
+    pub fn tick(&mut self, lapsed: bool, ever_held: bool, holds: bool) -> Fencing {
+        if !lapsed {
+            self.announced = false;
+            return Fencing::Nothing;
+        }
+        if !self.announced && ever_held && holds {
+            self.announced = true;
+            return Fencing::Announced;
+        }
+        Fencing::Quietly
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lapsed_lease_fences_on_every_tick_and_is_announced_once_per_lapse() {
+        let mut watchdog = FencingWatchdog::default();
+        // A new agent: no lease yet, an earlier agent's attempts held.
+        assert_eq!(watchdog.tick(true, false, true), Fencing::Quietly);
+        assert_eq!(watchdog.tick(false, true, true), Fencing::Nothing);
+        assert_eq!(watchdog.tick(true, true, false), Fencing::Quietly);
+        assert_eq!(watchdog.tick(true, true, true), Fencing::Announced);
+        assert_eq!(watchdog.tick(true, true, true), Fencing::Quietly);
+        assert_eq!(watchdog.tick(false, true, true), Fencing::Nothing);
+        assert_eq!(watchdog.tick(true, true, true), Fencing::Announced);
+    }
 
     #[test]
     fn a_lease_is_held_only_between_a_renewal_and_its_end() {

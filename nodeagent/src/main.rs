@@ -18,7 +18,7 @@ use corral_agent::gpu::{
 };
 use corral_agent::gpu_probe;
 use corral_agent::job::process::task_pid;
-use corral_agent::lease::Lease;
+use corral_agent::lease::{Fencing, FencingWatchdog, Lease};
 use corral_agent::link::{self, LinkParts, LinkSettings};
 use corral_agent::outage;
 use corral_agent::outbox::Outbox;
@@ -426,24 +426,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(Duration::from_millis(100));
-            let mut fenced = false;
+            let mut watchdog = FencingWatchdog::default();
             loop {
                 ticks.tick().await;
-                if !lease.lapsed() {
-                    fenced = false;
-                    continue;
-                }
-                // Again on every tick while the lease stays lapsed, so that an
-                // attempt launched since is killed too. Before the first
-                // welcome there is no lease to lapse: what is held then is a
-                // previous agent's ending attempts (see `recovery`), fenced
-                // without a word.
-                if !fenced && lease.ever_held() && !supervisor.held().is_empty() {
-                    tracing::error!(
-                        "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
-                    );
-                    metrics.fenced();
-                    fenced = true;
+                let lapsed = lease.lapsed();
+                // Asked only when it matters.
+                let holds = lapsed && !supervisor.held().is_empty();
+                match watchdog.tick(lapsed, lease.ever_held(), holds) {
+                    Fencing::Nothing => continue,
+                    Fencing::Quietly => {}
+                    Fencing::Announced => {
+                        tracing::error!(
+                            "lease lapsed: no leader acknowledged a heartbeat in time; killing every job on this node"
+                        );
+                        metrics.fenced();
+                    }
                 }
                 supervisor.fence();
             }

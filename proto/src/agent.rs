@@ -509,6 +509,27 @@ where
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_protocol_1_session_is_welcomed_in_the_only_welcome_protocol_1_reads() {
+        let welcome = AgentWelcome {
+            heartbeat_ms: 500,
+            lease_ms: 10_000,
+            cluster_name: "c".to_string(),
+        };
+        assert!(matches!(
+            ControllerMessage::welcome(1, "0.1.0", welcome.clone()),
+            ControllerMessage::Welcome {
+                heartbeat_ms: 500,
+                lease_ms: 10_000,
+                ..
+            }
+        ));
+        assert!(matches!(
+            ControllerMessage::welcome(2, "0.1.0", welcome),
+            ControllerMessage::WelcomeV2 { protocol: 2, .. }
+        ));
+    }
+
     use super::*;
 
     #[tokio::test]

@@ -93,6 +93,12 @@ impl ProtocolMismatch {
     /// upgrade first.
     pub fn explain(&self, node: &str, agent_build: &str, controller_build: &str) -> String {
         let (agent, controller) = (self.agent, self.controller);
+        if agent.oldest > agent.newest {
+            return format!(
+                "node '{node}''s agent (corral {agent_build}) sent a malformed hello: its agent protocols run backwards ({} to {}); this controller (corral {controller_build}) speaks {controller}",
+                agent.oldest, agent.newest
+            );
+        }
         let what = if agent.newest < controller.oldest {
             format!(
                 "upgrade corral-agent on node '{node}' to the controllers' release ({controller_build})"
@@ -148,8 +154,11 @@ mod tests {
     }
 
     #[test]
-    fn a_backwards_range_meets_nothing() {
-        assert!(range(1, 2).agree(range(2, 1)).is_err());
+    fn a_backwards_range_meets_nothing_and_is_called_malformed() {
+        let mismatch = range(1, 2).agree(range(3, 1)).unwrap_err();
+        let said = mismatch.explain("gpu-a01", "0.2.0", "0.1.0");
+        assert!(said.contains("malformed hello"), "{said}");
+        assert!(!said.contains("upgrade"), "{said}");
     }
 
     #[test]

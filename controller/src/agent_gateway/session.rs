@@ -17,8 +17,8 @@ use std::time::Duration;
 use corral_consensus::Replica;
 use corral_pki::{Identity, Role};
 use corral_proto::agent::{
-    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, Launch, read_frame_limited,
-    write_frame,
+    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, FrameError, Launch,
+    read_frame_limited, write_frame,
 };
 use corral_proto::agent_protocol;
 use corral_state::ids::AttemptNumber;
@@ -117,11 +117,39 @@ async fn run(
     send: &mut quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), String> {
-    let hello: Option<AgentMessage> = read_frame_limited(&mut recv, MAX_AGENT_FRAME_BYTES)
-        .await
-        .map_err(|e| e.to_string())?;
-    let Some((spoken, hello)) = hello.and_then(AgentMessage::into_hello) else {
-        return Err("the first message was not a hello".into());
+    // Every hello is answered, even one this build cannot read: an agent
+    // takes a stream ended without a word for a controller of the release
+    // before protocol versions, and says hello again in protocol 1.
+    let first = match read_frame_limited::<_, AgentMessage>(&mut recv, MAX_AGENT_FRAME_BYTES).await
+    {
+        Ok(Some(first)) => first,
+        Ok(None) => return Err("the agent hung up before its hello".into()),
+        Err(FrameError::Io(e)) => return Err(format!("reading the hello: {e}")),
+        Err(e) => {
+            let reason = format!(
+                "this controller (corral {CONTROLLER_BUILD}) speaks agent protocol {} and cannot read this agent's hello ({e}): an agent newer than the controllers sends that; upgrade the controllers first, then the agents",
+                agent_protocol::SPOKEN
+            );
+            write(
+                send,
+                &ControllerMessage::Refused {
+                    reason: reason.clone(),
+                },
+            )
+            .await?;
+            return Err(reason);
+        }
+    };
+    let Some((spoken, hello)) = first.into_hello() else {
+        let reason = "the first message on the agent channel must be a hello".to_string();
+        write(
+            send,
+            &ControllerMessage::Refused {
+                reason: reason.clone(),
+            },
+        )
+        .await?;
+        return Err(reason);
     };
     let AgentHello {
         node,
@@ -215,7 +243,13 @@ async fn run(
     // was applied to, or newer ones (which end the session at once, below).
     // Never a guess: a lease longer than the cluster's would outlive the
     // leader's down timeout.
-    let welcomed = liveness_in_force(ctx)?;
+    let welcomed = match liveness_in_force(ctx) {
+        Ok(welcomed) => welcomed,
+        Err(e) => {
+            write(send, &ControllerMessage::NotLeader { leader: None }).await?;
+            return Err(e);
+        }
+    };
     let welcome = AgentWelcome {
         heartbeat_ms: welcomed.heartbeat_ms,
         lease_ms: welcomed.lease_ms,

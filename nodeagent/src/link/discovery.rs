@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use corral_proto::agent::{
-    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, FrameError, read_frame, write_frame,
+    AgentHello, AgentMessage, AgentWelcome, ControllerMessage, read_frame, write_frame,
 };
 use corral_proto::agent_protocol;
 use tokio::task::JoinSet;
@@ -68,8 +68,9 @@ enum Answer {
     Welcome(Box<Attached>),
     NotLeader(Option<String>),
     Refused(String),
-    /// The controller closed the connection without a word: one that cannot
-    /// read the hello does that.
+    /// The controller ended the stream cleanly without a word: one that
+    /// cannot read the hello does that (a controller of this build always
+    /// answers).
     Unanswered,
 }
 
@@ -184,15 +185,15 @@ async fn probe(
     tokio::time::timeout(ANSWER_TIMEOUT, write_frame(&mut send, hello))
         .await
         .context("the hello could not be sent in time")??;
-    let reply = match tokio::time::timeout(ANSWER_TIMEOUT, read_frame(&mut recv))
-        .await
-        .context("no answer to the hello in time")?
-    {
-        Ok(reply) => reply,
-        // The stream or the connection was closed, not timed out.
-        Err(FrameError::Io(_)) => None,
-        Err(e) => return Err(e.into()),
-    };
+    // A clean end of the stream before any frame is what a controller that
+    // cannot read the hello does (it finishes the stream, then waits for
+    // the agent to read to its end before it closes); a reset, a lost
+    // connection or a frame cut short is an error, not a reason to speak
+    // an older protocol.
+    let reply: Option<ControllerMessage> =
+        tokio::time::timeout(ANSWER_TIMEOUT, read_frame(&mut recv))
+            .await
+            .context("no answer to the hello in time")??;
     let (protocol, welcome) = match reply {
         Some(ControllerMessage::Welcome {
             heartbeat_ms,

@@ -60,9 +60,20 @@ async fn read_protocol_one(
     Some(postcard::from_bytes(&body))
 }
 
-/// A protocol-1 controller at an ephemeral port: it answers every hello it
-/// can read with a welcome, and counts the hellos it could not read.
-fn protocol_one_controller(ca: &ClusterCa) -> (quinn::Endpoint, Arc<AtomicUsize>) {
+/// How the fake controller treats a hello.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// As 4d20653 did: welcome a protocol-1 hello, end the stream on one it
+    /// cannot read.
+    ProtocolOne,
+    /// Drop the connection on any hello, without ending the stream (a crash,
+    /// a reset): no reason to speak an older protocol.
+    Abrupt,
+}
+
+/// A fake controller at an ephemeral port behaving as `behaviour` says; it
+/// counts the hellos it did not welcome.
+fn fake_controller(ca: &ClusterCa, behaviour: Behaviour) -> (quinn::Endpoint, Arc<AtomicUsize>) {
     let tls = ca
         .material(Role::Controller, "controller-1", &["127.0.0.1"])
         .expect("controller certificate");
@@ -82,7 +93,13 @@ fn protocol_one_controller(ca: &ClusterCa) -> (quinn::Endpoint, Arc<AtomicUsize>
                 let Ok((mut send, mut recv)) = connection.accept_bi().await else {
                     return;
                 };
-                match read_protocol_one(&mut recv).await {
+                let hello = read_protocol_one(&mut recv).await;
+                if matches!(behaviour, Behaviour::Abrupt) {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    connection.close(1u32.into(), b"gone");
+                    return;
+                }
+                match hello {
                     Some(Ok(ProtocolOneAgentMessage::Hello { .. })) => {
                         let welcome = ControllerMessage::Welcome {
                             heartbeat_ms: 500,
@@ -95,8 +112,14 @@ fn protocol_one_controller(ca: &ClusterCa) -> (quinn::Endpoint, Arc<AtomicUsize>
                         let _ = connection.closed().await;
                     }
                     _ => {
+                        // What 4d20653's session did on a hello it could
+                        // not decode: end the stream, give the peer a
+                        // second to read its end, close.
                         counted.fetch_add(1, Ordering::SeqCst);
                         let _ = send.finish();
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(1), send.stopped())
+                                .await;
                         connection.close(0u32.into(), b"bye");
                     }
                 }
@@ -106,12 +129,8 @@ fn protocol_one_controller(ca: &ClusterCa) -> (quinn::Endpoint, Arc<AtomicUsize>
     (endpoint, unreadable)
 }
 
-#[tokio::test]
-async fn an_agent_is_welcomed_in_protocol_1_by_a_controller_that_cannot_read_its_hello() {
-    corral_pki::install_crypto_provider();
-    let ca = ClusterCa::generate("corral").expect("a CA");
-    let (controller, unreadable) = protocol_one_controller(&ca);
-    let address = controller.local_addr().expect("bound").to_string();
+/// An agent endpoint with node `n1`'s certificate, and its hello.
+fn agent(ca: &ClusterCa) -> (quinn::Endpoint, AgentHello) {
     let tls = ca
         .material(Role::Agent, "n1", &[])
         .expect("agent certificate");
@@ -129,12 +148,29 @@ async fn an_agent_is_welcomed_in_protocol_1_by_a_controller_that_cannot_read_its
         running: Vec::new(),
         step_address: None,
     };
+    (agent, hello)
+}
+
+/// One round of `attach` against a fake controller behaving as `behaviour`;
+/// the outcome and how many hellos it did not welcome.
+async fn attach_to(behaviour: Behaviour) -> (Outcome, usize) {
+    corral_pki::install_crypto_provider();
+    let ca = ClusterCa::generate("corral").expect("a CA");
+    let (controller, unwelcomed) = fake_controller(&ca, behaviour);
+    let address = controller.local_addr().expect("bound").to_string();
+    let (agent, hello) = agent(&ca);
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(30),
         attach(&agent, &[address], &[], hello),
     )
     .await
     .expect("attach finished");
+    (outcome, unwelcomed.load(Ordering::SeqCst))
+}
+
+#[tokio::test]
+async fn an_agent_is_welcomed_in_protocol_1_by_a_controller_that_cannot_read_its_hello() {
+    let (outcome, unwelcomed) = attach_to(Behaviour::ProtocolOne).await;
     let attached = match outcome {
         Outcome::Attached(attached) => attached,
         Outcome::NoLeader { reason, .. } => panic!("not welcomed: {reason}"),
@@ -142,8 +178,17 @@ async fn an_agent_is_welcomed_in_protocol_1_by_a_controller_that_cannot_read_its
     assert_eq!(attached.protocol, 1);
     assert_eq!(attached.cluster_name, "old");
     assert_eq!(
-        unreadable.load(Ordering::SeqCst),
-        1,
+        unwelcomed, 1,
         "the old controller was sent one hello it could not read first"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_dropped_after_the_hello_is_not_taken_for_an_older_controller() {
+    let (outcome, unwelcomed) = attach_to(Behaviour::Abrupt).await;
+    assert!(matches!(outcome, Outcome::NoLeader { .. }));
+    assert_eq!(
+        unwelcomed, 1,
+        "one hello, in this build's protocol, and no second one in protocol 1"
     );
 }
