@@ -489,8 +489,31 @@ pub enum AdminCommand {
         #[command(subcommand)]
         action: MembersAction,
     },
+    /// Backups of the whole cluster state (restored with `corrald restore`).
+    Snapshot {
+        #[command(subcommand)]
+        action: SnapshotAction,
+    },
     #[command(flatten)]
     Change(AdminArgs),
+}
+
+/// `corral admin snapshot ...`.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotAction {
+    /// Save one consistent copy of the whole state (online: the leader takes
+    /// it after confirming it leads; every acknowledged change is in it) to
+    /// FILE, checksummed. Refuses to overwrite FILE.
+    Save {
+        /// The backup file to write.
+        file: PathBuf,
+    },
+    /// Check a backup file (every checksum, and that this build reads its
+    /// state) and say what it holds. Needs no cluster.
+    Inspect {
+        /// The backup file.
+        file: PathBuf,
+    },
 }
 
 /// `corral admin members ...`.
@@ -634,6 +657,11 @@ pub struct LocalUpArgs {
     /// Directory for configs, certificates, data and logs.
     #[arg(long, default_value = "corral-local")]
     pub dir: PathBuf,
+    /// Start the cluster from this backup (`corral admin snapshot save`):
+    /// every controller is restored from it (`corrald restore`) before its
+    /// first start.
+    #[arg(long, value_name = "BACKUP")]
+    pub restore: Option<PathBuf>,
     /// Controller replicas.
     #[arg(long, default_value = "3")]
     pub controllers: u32,

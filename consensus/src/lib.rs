@@ -32,6 +32,7 @@ pub mod network;
 pub mod peer_service;
 pub mod proposer;
 pub mod replica;
+pub mod restore;
 pub mod snapshot_data;
 pub mod snapshot_file;
 pub mod state_machine;
@@ -49,6 +50,7 @@ pub mod pb {
 pub use error::{MembershipError, ProposeError, ReadError, StartError};
 pub use proposer::{Clock, ClockReading};
 pub use replica::{
-    Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics, open_database,
+    Leadership, Member, RaftTiming, Replica, ReplicaConfig, ReplicaMetrics, StateCopy,
+    open_database,
 };
 pub use types::{ReplicaAddr, ReplicaId};

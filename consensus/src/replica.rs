@@ -206,6 +206,17 @@ pub struct ReplicaMetrics {
     pub clock_ms: u64,
 }
 
+/// A consistent copy of the cluster state ([`Replica::backup`]).
+#[derive(Debug, Clone)]
+pub struct StateCopy {
+    /// The state, in `corral_state::snapshot`'s encoding.
+    pub snapshot: Vec<u8>,
+    /// The index of the last log entry it had applied.
+    pub index: u64,
+    /// The term of the leader that took it.
+    pub term: u64,
+}
+
 /// A member of the Raft group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -508,18 +519,43 @@ impl Replica {
     /// Reads the state linearizably: confirms leadership with a quorum, waits
     /// until everything committed before the read is applied, then runs `read`.
     pub async fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, ReadError> {
+        self.confirm_linearizable().await?;
+        self.state
+            .read(read)
+            .map_err(|e| ReadError::Unavailable(e.to_string()))
+    }
+
+    /// Confirms leadership with a quorum and waits until everything
+    /// committed before the call is applied here.
+    async fn confirm_linearizable(&self) -> Result<(), ReadError> {
         match self.raft.ensure_linearizable().await {
-            Ok(_) => self
-                .state
-                .read(read)
-                .map_err(|e| ReadError::Unavailable(e.to_string())),
-            Err(error) => match error.forward_to_leader() {
-                Some(forward) => Err(ReadError::NotLeader {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match error.forward_to_leader() {
+                Some(forward) => ReadError::NotLeader {
                     leader: forward.leader_id.zip(forward.leader_node.clone()),
-                }),
-                None => Err(ReadError::Unavailable(error.to_string())),
-            },
+                },
+                None => ReadError::Unavailable(error.to_string()),
+            }),
         }
+    }
+
+    /// A consistent copy of the state for a backup, taken linearizably
+    /// (leadership confirmed with a quorum, everything committed before the
+    /// call applied): the state's snapshot encoding, the index of the last
+    /// entry it had applied and the term of this leader.
+    pub async fn backup(&self) -> Result<StateCopy, ReadError> {
+        self.confirm_linearizable().await?;
+        let term = self.raft.metrics().borrow().current_term;
+        let (snapshot, at) = self
+            .state
+            .encode_applied()
+            .await
+            .map_err(|e| ReadError::Unavailable(e.to_string()))?;
+        Ok(StateCopy {
+            snapshot,
+            index: at.map_or(0, |id| id.index),
+            term,
+        })
     }
 
     /// Reads this replica's applied state without checking leadership (may be

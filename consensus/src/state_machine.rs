@@ -167,6 +167,27 @@ impl StateMachineStore {
         .map_err(io)?
     }
 
+    /// The applied state in `corral_state::snapshot`'s encoding, sealed, and
+    /// the last log id it had applied: one consistent copy, for a backup.
+    /// Encoded as a long reader (as a snapshot is), sealed after applies
+    /// may go on.
+    pub async fn encode_applied(&self) -> Result<(Vec<u8>, Option<LogId>), StorageError> {
+        let gate = Arc::clone(&self.long_readers).read_owned().await;
+        let applier = Arc::clone(&self.applier);
+        on_snapshot_thread(move || {
+            let (unsealed, at) = {
+                let applier = applier.read().map_err(|_| poisoned())?;
+                (
+                    corral_state::snapshot::encode_unsealed(&applier.state).map_err(io)?,
+                    applier.last_applied,
+                )
+            };
+            drop(gate);
+            Ok((unsealed.seal(), at))
+        })
+        .await
+    }
+
     /// Takes the write lock for an apply or an install. A snapshot encodes the
     /// state under the read lock for as long as a second, and a scheduling
     /// pass on a large state plans under it for a quarter of one; waiting for
@@ -236,7 +257,7 @@ fn applier_from(loaded: &Loaded) -> Result<Applier, StorageError> {
     })
 }
 
-fn meta_at(last_applied: Option<LogId>, membership: StoredMembership) -> Meta {
+pub(crate) fn meta_at(last_applied: Option<LogId>, membership: StoredMembership) -> Meta {
     let snapshot_id = match last_applied {
         Some(id) => format!(
             "{}-{}-{}",

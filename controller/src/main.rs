@@ -50,6 +50,15 @@ enum Command {
     },
     /// Validate the configuration file and exit.
     CheckConfig,
+    /// Start a new cluster from a backup (`corral admin snapshot save`):
+    /// seeds this replica's empty data directory with the backup's state
+    /// and the file's replicas as voters. Run it on every controller of the
+    /// new cluster with the same backup and the same replicas, then start
+    /// them; `corrald init` is not needed (and does nothing).
+    Restore {
+        /// The backup file.
+        backup: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -86,6 +95,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Restore { backup } => restore(&config, &backup),
         Command::Init { timeout_seconds } => {
             init(config, Duration::from_secs(timeout_seconds)).await
         }
@@ -106,6 +116,59 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
         _ = term.recv() => {}
     }
+    Ok(())
+}
+
+/// `corrald restore BACKUP`: checks the backup whole, then seeds this
+/// replica's directory with it.
+fn restore(config: &config::ControllerConfig, backup: &std::path::Path) -> anyhow::Result<()> {
+    let bytes =
+        std::fs::read(backup).with_context(|| format!("cannot read {}", backup.display()))?;
+    let read =
+        corral_state::backup::decode(&bytes).with_context(|| format!("{}", backup.display()))?;
+    let state = read.state()?;
+    let meta = &read.meta;
+    if meta.cluster_name != config.cluster_name {
+        eprintln!(
+            "corrald: note: the backup is of cluster '{}'; this file names the cluster '{}', which jobs will see as SLURM_CLUSTER_NAME from now on",
+            meta.cluster_name, config.cluster_name
+        );
+    }
+    let voters = config.members();
+    corral_consensus::restore::seed(&config.data_dir, &voters, meta.index, read.state_snapshot)?;
+    let running = state
+        .jobs()
+        .values()
+        .filter(|j| !j.state.is_terminal() && j.current_attempt().is_some_and(|a| a.is_live()))
+        .count();
+    println!(
+        "replica {} of cluster '{}' restored from {} (taken at log index {}, term {}, by corral {}): {} jobs, {} nodes, {} accounts; voters {}",
+        config.id,
+        config.cluster_name,
+        backup.display(),
+        meta.index,
+        meta.term,
+        meta.build,
+        state.jobs().len(),
+        state.nodes().len(),
+        state.accounts().len(),
+        voters
+            .keys()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    println!(
+        "restore every replica of the file ({}) from this same backup, then start them; changes made after the backup was taken are not in it{}",
+        voters.len(),
+        if running > 0 {
+            format!(
+                "; {running} jobs were running then: each is requeued, or carries on if its nodes' agents still run it, once the agents attach"
+            )
+        } else {
+            String::new()
+        }
+    );
     Ok(())
 }
 

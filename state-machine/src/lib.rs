@@ -11,6 +11,7 @@
 pub mod account;
 pub mod accounting;
 mod apply;
+pub mod backup;
 pub mod civil;
 pub mod command;
 pub mod config;

@@ -7,7 +7,7 @@ use corral_proto::api::{AdminRequest, ChangeMembershipRequest};
 use corral_proto::records;
 use corral_state::time::Timestamp;
 
-use crate::args::{AdminCommand, MembersAction};
+use crate::args::{AdminCommand, MembersAction, SnapshotAction};
 use crate::connection::{Cluster, Retry};
 use crate::format::cluster_status;
 use crate::when;
@@ -20,6 +20,10 @@ pub async fn run(cluster: &Cluster, command: AdminCommand, json: bool) -> anyhow
             send(cluster, &change).await?;
             Ok(ExitCode::SUCCESS)
         }
+        AdminCommand::Snapshot { action } => match action {
+            SnapshotAction::Save { file } => super::backup::save(cluster, &file, json).await,
+            SnapshotAction::Inspect { file } => super::backup::inspect(&file, json),
+        },
         AdminCommand::Members { action } => {
             let request = match action {
                 MembersAction::Add { id, peer, api } => ChangeMembershipRequest {

@@ -39,6 +39,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     say(&format!("starting a local cluster in {}", dir.display()));
     let cluster = super::local::up(&LocalUpArgs {
         dir: dir.clone(),
+        restore: None,
         controllers: 3,
         nodes: Some(4),
         gpus_per_node: Some(8),

@@ -4,6 +4,7 @@
 mod acct;
 mod admin;
 mod allocation;
+mod backup;
 mod cancel;
 mod certs;
 mod cluster;
@@ -70,6 +71,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sstat { args } => sstat::run(&args, connect, global.json).await,
         Command::Sprio { args } => sprio::run(&args, connect).await,
         Command::Sshare { args } => sshare::run(&args, connect, global.json).await,
+        Command::Admin {
+            change:
+                crate::args::AdminCommand::Snapshot {
+                    action: crate::args::SnapshotAction::Inspect { file },
+                },
+        } => backup::inspect(&file, global.json),
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
         Command::Certs(args) => certs::run(&args, global.json),

@@ -6,6 +6,7 @@
 
 mod accounting;
 mod associations;
+mod backup;
 pub mod caller;
 mod cluster;
 mod job_target;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use corral_consensus::Replica;
 use corral_proto::api::corral_server::Corral;
 use corral_proto::api::{
-    AccountingReply, AccountingRequest, AdminRequest, BootstrapReply, CancelJobsReply,
+    AccountingReply, AccountingRequest, AdminRequest, BackupChunk, BootstrapReply, CancelJobsReply,
     CancelJobsRequest, ChangeMembershipRequest, ClusterSettingsReply, ClusterStatusReply,
     ControlJobReply, ControlJobRequest, Empty, ExplainJobReply, GetJobReply, GetJobRequest,
     JobEvent, ListAssociationsReply, ListJobsReply, ListJobsRequest, ListNodesReply,
@@ -108,6 +109,7 @@ impl ApiService {
 }
 
 type JobStream = Pin<Box<dyn Stream<Item = Result<JobEvent, Status>> + Send + 'static>>;
+type BackupStream = Pin<Box<dyn Stream<Item = Result<BackupChunk, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl Corral for ApiService {
@@ -320,5 +322,16 @@ impl Corral for ApiService {
     async fn who_am_i(&self, request: Request<Empty>) -> Result<Response<WhoAmIReply>, Status> {
         let caller = Caller::of(&request)?;
         Ok(Response::new(cluster::who_am_i(&caller)))
+    }
+
+    type SaveBackupStream = BackupStream;
+
+    async fn save_backup(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<Self::SaveBackupStream>, Status> {
+        let caller = Caller::of(&request)?;
+        let rx = backup::save(&self.ctx, &caller).await?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }

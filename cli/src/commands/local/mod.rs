@@ -433,6 +433,9 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
             None => text,
         };
         std::fs::write(config_dir.join("corral.toml"), text)?;
+        if let Some(backup) = &args.restore {
+            restore_controller(&corrald, &config_dir.join("corral.toml"), backup)?;
+        }
         process::spawn(
             &dir,
             &format!("controller-{id}"),
@@ -515,6 +518,28 @@ pub async fn up(args: &LocalUpArgs) -> anyhow::Result<LocalCluster> {
         addresses,
         user,
     })
+}
+
+/// `corrald restore --config CONFIG BACKUP`, as an operator runs it on each
+/// controller of a new cluster.
+fn restore_controller(corrald: &Path, config: &Path, backup: &Path) -> anyhow::Result<()> {
+    let restored = std::process::Command::new(corrald)
+        .arg("restore")
+        .arg("--config")
+        .arg(config)
+        .arg(absolute(backup)?)
+        .env("RUST_LOG", "warn")
+        .output()
+        .with_context(|| format!("cannot run {} restore", corrald.display()))?;
+    if !restored.status.success() {
+        bail!(
+            "restoring {} from {} failed: {}",
+            config.display(),
+            backup.display(),
+            String::from_utf8_lossy(&restored.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// Stops the processes recorded in `dir` when dropped armed: `up` failed after
