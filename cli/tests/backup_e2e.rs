@@ -214,3 +214,80 @@ fn a_backup_taken_online_starts_a_new_cluster_with_everything_acknowledged() {
         String::from_utf8_lossy(&over.stderr)
     );
 }
+
+#[test]
+fn a_cluster_that_lost_its_majority_for_good_is_rebuilt_from_one_replica() {
+    let saved = tempfile::tempdir().unwrap();
+    let salvaged = saved.path().join("salvaged.backup");
+    let before = {
+        let old = LocalCluster::start_with_args(3, &["--nodes", "2", "--no-agents"]);
+        for n in 0..3 {
+            submit(
+                &old,
+                &script(
+                    old.dir.path(),
+                    &format!("queued-{n}.sh"),
+                    "#!/bin/sh\nexit 0\n",
+                ),
+            );
+        }
+        let leader = old.leader();
+        let survivor = (1..=3).find(|id| *id != leader).unwrap();
+        let config = old
+            .dir
+            .path()
+            .join(format!("controller-{survivor}/corral.toml"));
+        let running = Command::new(corrald_bin())
+            .arg("salvage")
+            .arg("--config")
+            .arg(&config)
+            .arg(&salvaged)
+            .output()
+            .unwrap();
+        assert!(
+            !running.status.success() && !salvaged.exists(),
+            "a running replica's directory is not read"
+        );
+        // Every acknowledged submission reached the survivor before the end.
+        support::wait_until(Duration::from_secs(30), "the survivor to catch up", || {
+            old.status()["members"].as_array().is_some_and(|m| {
+                m.iter()
+                    .all(|m| m["lag"].as_u64().is_some_and(|lag| lag == 0))
+            })
+        });
+        let before = jobs_by_id(&old);
+        for id in 1..=3 {
+            old.kill(id);
+        }
+        let out = Command::new(corrald_bin())
+            .arg("salvage")
+            .arg("--config")
+            .arg(&config)
+            .arg(&salvaged)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains("DISASTER RECOVERY") && said.contains("LOST:"),
+            "salvage says what may be lost: {said}"
+        );
+        before
+    };
+    let new = LocalCluster::start_with_args(
+        3,
+        &[
+            "--nodes",
+            "2",
+            "--no-agents",
+            "--restore",
+            salvaged.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(jobs_by_id(&new), before, "every acknowledged job is back");
+    let next = submit(
+        &new,
+        &script(new.dir.path(), "after.sh", "#!/bin/sh\nexit 0\n"),
+    );
+    assert_eq!(next, "4");
+}

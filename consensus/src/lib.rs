@@ -33,6 +33,7 @@ pub mod peer_service;
 pub mod proposer;
 pub mod replica;
 pub mod restore;
+pub mod salvage;
 pub mod snapshot_data;
 pub mod snapshot_file;
 pub mod state_machine;

@@ -59,6 +59,14 @@ enum Command {
         /// The backup file.
         backup: PathBuf,
     },
+    /// Disaster recovery, when a majority of the controllers is lost for
+    /// good: write a backup of everything this stopped replica's directory
+    /// holds (its snapshot and its whole log, replayed), to restore a new
+    /// cluster from. Says what may be lost.
+    Salvage {
+        /// The backup file to write (never over an existing file).
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -96,6 +104,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Restore { backup } => restore(&config, &backup),
+        Command::Salvage { out } => salvage(&config, &out).await,
         Command::Init { timeout_seconds } => {
             init(config, Duration::from_secs(timeout_seconds)).await
         }
@@ -170,6 +179,66 @@ fn restore(config: &config::ControllerConfig, backup: &std::path::Path) -> anyho
         }
     );
     Ok(())
+}
+
+/// `corrald salvage OUT`: a backup of this stopped replica's whole log.
+async fn salvage(config: &config::ControllerConfig, out: &std::path::Path) -> anyhow::Result<()> {
+    if out.exists() {
+        anyhow::bail!("{} exists; give a new file name", out.display());
+    }
+    let salvaged = corral_consensus::salvage::salvage(&config.data_dir).await?;
+    let last = salvaged.last.map_or(0, |l| l.index);
+    let meta = corral_state::backup::BackupMeta {
+        cluster_name: config.cluster_name.clone(),
+        index: last,
+        term: salvaged.term,
+        taken_at_ms: corral_controller::clock::now().0,
+        build: env!("CARGO_PKG_VERSION").to_string(),
+        format: corral_state::snapshot::FORMAT_VERSION,
+    };
+    let file = corral_state::backup::encode(&meta, &salvaged.snapshot)?;
+    let state = corral_state::backup::decode(&file)?.state()?;
+    write_new_file(out, &file)?;
+    eprintln!(
+        "corrald: DISASTER RECOVERY from replica {} alone ({}).",
+        config.id,
+        config.data_dir.display()
+    );
+    eprintln!(
+        "  Its log ends at index {last} (term {}); the last commit it recorded is index {} (the record is not synced at once: it may have known of later ones).",
+        salvaged.term,
+        salvaged.committed.map_or(0, |c| c.index),
+    );
+    eprintln!(
+        "  The backup holds its snapshot (index {}) and the {} log entries after it, {} of them after its last recorded commit: those may never have been acknowledged to anyone, and now take effect.",
+        salvaged.snapshot_at.map_or(0, |s| s.index),
+        salvaged.replayed,
+        salvaged.unconfirmed(),
+    );
+    eprintln!(
+        "  LOST: whatever the other controllers committed after index {last} (submissions, cancellations, agents' reports of those last moments). Jobs whose end was lost run again or are reported again when their agents attach."
+    );
+    eprintln!(
+        "  Next: `corrald restore {}` on every controller of a NEW cluster (empty data directories), then start them. Never start the old replicas again beside it.",
+        out.display()
+    );
+    println!(
+        "{}: {} jobs, {} nodes, at log index {last}",
+        out.display(),
+        state.jobs().len(),
+        state.nodes().len()
+    );
+    Ok(())
+}
+
+/// Writes `bytes` to the new file `path`, durably.
+fn write_new_file(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create_new(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Calls `Bootstrap` on this file's replica with the file's controller
