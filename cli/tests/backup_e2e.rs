@@ -215,6 +215,17 @@ fn a_backup_taken_online_starts_a_new_cluster_with_everything_acknowledged() {
     );
 }
 
+/// `corrald salvage --config CONFIG OUT`.
+fn salvage(config: &Path, out: &Path) -> std::process::Output {
+    Command::new(corrald_bin())
+        .arg("salvage")
+        .arg("--config")
+        .arg(config)
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_cluster_that_lost_its_majority_for_good_is_rebuilt_from_one_replica() {
     let saved = tempfile::tempdir().unwrap();
@@ -237,13 +248,7 @@ fn a_cluster_that_lost_its_majority_for_good_is_rebuilt_from_one_replica() {
             .dir
             .path()
             .join(format!("controller-{survivor}/corral.toml"));
-        let running = Command::new(corrald_bin())
-            .arg("salvage")
-            .arg("--config")
-            .arg(&config)
-            .arg(&salvaged)
-            .output()
-            .unwrap();
+        let running = salvage(&config, &salvaged);
         assert!(
             !running.status.success() && !salvaged.exists(),
             "a running replica's directory is not read"
@@ -259,13 +264,7 @@ fn a_cluster_that_lost_its_majority_for_good_is_rebuilt_from_one_replica() {
         for id in 1..=3 {
             old.kill(id);
         }
-        let out = Command::new(corrald_bin())
-            .arg("salvage")
-            .arg("--config")
-            .arg(&config)
-            .arg(&salvaged)
-            .output()
-            .unwrap();
+        let out = salvage(&config, &salvaged);
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{said}");
         assert!(

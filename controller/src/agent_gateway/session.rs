@@ -76,6 +76,18 @@ const MAX_REPORTS_QUEUED: usize = 1024;
 /// Longest a write to an agent may take.
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
+/// Tells the agent why it is refused, and ends the session with that reason.
+async fn refused(send: &mut quinn::SendStream, reason: String) -> Result<(), String> {
+    write(
+        send,
+        &ControllerMessage::Refused {
+            reason: reason.clone(),
+        },
+    )
+    .await?;
+    Err(reason)
+}
+
 /// The liveness settings agents are told now: the cluster's, or the file's
 /// before it has any.
 fn liveness_in_force(ctx: &SessionContext) -> Result<NodeLiveness, String> {
@@ -130,26 +142,12 @@ async fn run(
                 "this controller (corral {CONTROLLER_BUILD}) speaks agent protocol {} and cannot read this agent's hello ({e}): an agent newer than the controllers sends that; upgrade the controllers first, then the agents",
                 agent_protocol::SPOKEN
             );
-            write(
-                send,
-                &ControllerMessage::Refused {
-                    reason: reason.clone(),
-                },
-            )
-            .await?;
-            return Err(reason);
+            return refused(send, reason).await;
         }
     };
     let Some((spoken, hello)) = first.into_hello() else {
         let reason = "the first message on the agent channel must be a hello".to_string();
-        write(
-            send,
-            &ControllerMessage::Refused {
-                reason: reason.clone(),
-            },
-        )
-        .await?;
-        return Err(reason);
+        return refused(send, reason).await;
     };
     let AgentHello {
         node,
