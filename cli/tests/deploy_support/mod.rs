@@ -3,7 +3,8 @@
 //! and a mount namespace of its own in which `/etc/corral`,
 //! `/var/lib/corral`, `/etc/systemd/system`, `/usr/local/bin` and
 //! `/var/backups` are directories of the host's own, so the runbook's
-//! commands run there as written. `systemctl` is
+//! commands run there as written (those five are created empty on this
+//! machine where missing: they are the mount points). `systemctl` is
 //! `fixtures/deploy/systemctl`, which runs a unit's `ExecStart`.
 //! Everything is removed when the [`Site`] is dropped.
 
