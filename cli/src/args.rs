@@ -114,6 +114,11 @@ pub enum Command {
     },
     /// Who the cluster thinks you are.
     Whoami,
+    /// A live view for operators: leader and replicas (lag, term), the
+    /// queue by state and partition, a GPU map (node × GPU: free, job,
+    /// drained, failed) and recent events (elections, requeues, GPU faults,
+    /// drains, nodes down). `q` quits.
+    Top,
     /// Mint a cluster CA and the certificates a local or test cluster needs.
     Certs(CertsArgs),
     /// A local cluster of processes on this machine.

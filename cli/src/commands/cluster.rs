@@ -52,7 +52,10 @@ pub async fn run(cluster: &Cluster, json: bool) -> anyhow::Result<ExitCode> {
 /// The leader's own answer, when `first` came from another replica (a
 /// follower, or a leader cut off from the others that can no longer confirm it
 /// leads) and the leader, or any replica that knows one, answers; else `first`.
-async fn leader_view(cluster: &Cluster, first: ClusterStatusReply) -> ClusterStatusReply {
+pub(crate) async fn leader_view(
+    cluster: &Cluster,
+    first: ClusterStatusReply,
+) -> ClusterStatusReply {
     if first.leader_id == Some(first.this_id) {
         return first;
     }

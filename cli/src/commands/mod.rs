@@ -24,6 +24,7 @@ mod srun;
 mod sshare;
 mod sstat;
 mod submit;
+mod top;
 mod wait;
 
 use std::process::ExitCode;
@@ -79,6 +80,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => backup::inspect(&file, global.json),
         Command::Admin { change } => admin::run(&connect()?, change, global.json).await,
         Command::Whoami => cluster::whoami(&connect()?, global.json).await,
+        Command::Top => top::run(&connect()?).await,
         Command::Certs(args) => certs::run(&args, global.json),
         Command::Local { action } => local::run(action, global.json).await,
         Command::Scontrol { args } => scontrol::run(&args, &global).await,
