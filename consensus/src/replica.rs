@@ -768,6 +768,16 @@ impl Replica {
         self.state.last_applied().map(|l| l.index)
     }
 
+    /// Stops taking part in Raft at once (a controller that is stopping):
+    /// a leader stops sending heartbeats, so the others elect a new one
+    /// within an election timeout instead of waiting for this process to
+    /// finish closing its sessions. Everything else keeps its state until
+    /// [`Replica::shutdown`]; proposals and linearizable reads fail.
+    pub async fn leave_raft(&self) {
+        self.elector.abort();
+        let _ = self.raft.shutdown().await;
+    }
+
     /// Stops Raft and the peer server and closes storage. After this returns the
     /// data directory may be opened again (tasks that still held the stores are
     /// waited for, up to 10 s).

@@ -210,6 +210,9 @@ impl Controller {
         // Streams (watches) end on `stop_loop` too, so the graceful shutdown of
         // the API does not wait for clients that never hang up.
         let _ = self.stop_loop.send(true);
+        // Raft first: a stopping leader's followers elect another at once,
+        // and its agents find that one while this process closes down.
+        self.replica.leave_raft().await;
         let _ = self.stop_api.send(());
         let _ = self.leader_loop.await;
         let _ = self.clock_watch.await;
