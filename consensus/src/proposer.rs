@@ -77,9 +77,18 @@ pub struct Proposer {
     stale: watch::Receiver<bool>,
     /// Stamps every command's time, when set.
     clock: Option<Clock>,
+    /// Set when the replica stops: nothing more is proposed.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Proposer {
+    /// Refuses every later proposal as `NotLeader` without a leader (nothing
+    /// proposed: callers go to the others): the replica is stopping.
+    pub fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Starts the batching task for `raft`. While `stale` is true (this replica
     /// leads but no quorum answers it), proposals are refused at once.
     pub fn start(
@@ -95,6 +104,7 @@ impl Proposer {
             timeout,
             stale,
             clock,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -126,7 +136,7 @@ impl Proposer {
     async fn propose_timed(&self, mut commands: Vec<Command>) -> Results {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut stale = self.stale.clone();
-        if *stale.borrow_and_update() {
+        if *stale.borrow_and_update() || self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(ProposeError::NotLeader { leader: None });
         }
         // Only a leader's entries commit, so time in the log is the leader's.

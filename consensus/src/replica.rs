@@ -251,6 +251,8 @@ pub struct Replica {
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
     elector: JoinHandle<()>,
+    /// Set by [`Replica::leave_raft`]: Raft is stopped already.
+    left_raft: std::sync::atomic::AtomicBool,
     storage_closed: watch::Receiver<bool>,
 }
 
@@ -418,6 +420,7 @@ impl Replica {
             stop_server: Some(stop_server),
             server: Some(server),
             elector,
+            left_raft: std::sync::atomic::AtomicBool::new(false),
             storage_closed,
         })
     }
@@ -774,7 +777,10 @@ impl Replica {
     /// finish closing its sessions. Everything else keeps its state until
     /// [`Replica::shutdown`]; proposals and linearizable reads fail.
     pub async fn leave_raft(&self) {
+        self.proposer.stop();
         self.elector.abort();
+        self.left_raft
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = self.raft.shutdown().await;
     }
 
@@ -792,12 +798,15 @@ impl Replica {
             stop_server,
             server,
             elector,
+            left_raft,
             mut storage_closed,
             ..
         } = self;
         elector.abort();
         let _ = elector.await;
-        let _ = raft.shutdown().await;
+        if !left_raft.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = raft.shutdown().await;
+        }
         if let Some(stop) = stop_server {
             let _ = stop.send(());
         }

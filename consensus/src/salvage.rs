@@ -33,7 +33,7 @@ pub struct Salvaged {
     pub committed: Option<LogId>,
     /// Where its snapshot was (entries up to it were not in its log).
     pub snapshot_at: Option<LogId>,
-    /// The newest term it voted in.
+    /// The newest term it voted in (its last entry's term is in `last`).
     pub term: u64,
     /// Entries applied from its log after the snapshot.
     pub replayed: u64,
@@ -67,9 +67,21 @@ pub enum SalvageError {
 
 /// Reads the stopped replica in `data_dir` and applies its whole log.
 pub async fn salvage(data_dir: &Path) -> Result<Salvaged, SalvageError> {
-    let holds_replica = std::fs::read_dir(data_dir).is_ok_and(|mut e| e.next().is_some());
-    if !holds_replica {
-        return Err(SalvageError::Empty(data_dir.display().to_string()));
+    // A replica's directory holds sled's database file (`db`): anything
+    // else (a directory one level off, say) is not opened, which would
+    // create a database in it.
+    let database = data_dir.join("db");
+    match std::fs::metadata(&database) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SalvageError::Empty(data_dir.display().to_string()));
+        }
+        Err(e) => {
+            return Err(SalvageError::Storage(format!(
+                "cannot read {}: {e}",
+                database.display()
+            )));
+        }
     }
     let storage = Storage::open(data_dir)?;
     let failed =
@@ -85,6 +97,9 @@ pub async fn salvage(data_dir: &Path) -> Result<Salvaged, SalvageError> {
         .await
         .map_err(failed)?
         .map_or(0, |v| v.leader_id().term);
+    if snapshot_at.is_none() && log_state.last_log_id.is_none() {
+        return Err(SalvageError::Empty(data_dir.display().to_string()));
+    }
     let mut replayed = 0;
     if let Some(last) = log_state.last_log_id
         && snapshot_at.is_none_or(|s| s.index < last.index)
@@ -106,4 +121,22 @@ pub async fn salvage(data_dir: &Path) -> Result<Salvaged, SalvageError> {
         term,
         replayed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_directory_that_holds_no_replica_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("notes.txt"), b"not a replica").expect("write");
+        let refused = salvage(dir.path()).await.unwrap_err();
+        assert!(matches!(refused, SalvageError::Empty(_)), "{refused}");
+        let entries: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(entries, vec![std::ffi::OsString::from("notes.txt")]);
+    }
 }

@@ -188,10 +188,11 @@ async fn salvage(config: &config::ControllerConfig, out: &std::path::Path) -> an
     }
     let salvaged = corral_consensus::salvage::salvage(&config.data_dir).await?;
     let last = salvaged.last.map_or(0, |l| l.index);
+    let last_term = salvaged.last.map_or(0, |l| l.leader_id.term);
     let meta = corral_state::backup::BackupMeta {
         cluster_name: config.cluster_name.clone(),
         index: last,
-        term: salvaged.term,
+        term: last_term,
         taken_at_ms: corral_controller::clock::now().0,
         build: env!("CARGO_PKG_VERSION").to_string(),
         format: corral_state::snapshot::FORMAT_VERSION,
@@ -205,12 +206,12 @@ async fn salvage(config: &config::ControllerConfig, out: &std::path::Path) -> an
         config.data_dir.display()
     );
     eprintln!(
-        "  Its log ends at index {last} (term {}); the last commit it recorded is index {} (the record is not synced at once: it may have known of later ones).",
+        "  Its log ends at index {last}, an entry of term {last_term} (it last voted in term {}); the last commit it recorded is index {} (a lower bound: that record is not synced at once). With several survivors, salvage each and restore from the one whose last entry has the highest term, then the highest index.",
         salvaged.term,
         salvaged.committed.map_or(0, |c| c.index),
     );
     eprintln!(
-        "  The backup holds its snapshot (index {}) and the {} log entries after it, {} of them after its last recorded commit: those may never have been acknowledged to anyone, and now take effect.",
+        "  The backup holds its snapshot (index {}) and the {} log entries after it, up to {} of them after its last recorded commit: those may never have been acknowledged to anyone, and now take effect.",
         salvaged.snapshot_at.map_or(0, |s| s.index),
         salvaged.replayed,
         salvaged.unconfirmed(),

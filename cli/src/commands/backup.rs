@@ -92,8 +92,9 @@ pub fn inspect(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes `bytes` to a new file beside `file`, syncs it and renames it to
-/// `file`, then syncs the directory.
+/// Writes `bytes` to a new file beside `file`, syncs it and links it as
+/// `file` (which fails if `file` appeared meanwhile: never over a file),
+/// then syncs the directory.
 fn write_durably(file: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let name = file
         .file_name()
@@ -102,19 +103,20 @@ fn write_durably(file: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let partial = dir.join(format!(".{}.partial", name.to_string_lossy()));
+    let partial = dir.join(format!(
+        ".{}.{}.partial",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let written = (|| {
         let mut out = std::fs::File::create_new(&partial)?;
         out.write_all(bytes)?;
         out.sync_all()?;
-        std::fs::rename(&partial, file)?;
+        std::fs::hard_link(&partial, file)?;
         std::fs::File::open(dir)?.sync_all()
     })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e).with_context(|| format!("cannot write {}", file.display()));
-    }
-    Ok(())
+    let _ = std::fs::remove_file(&partial);
+    written.with_context(|| format!("cannot write {}", file.display()))
 }
 
 /// What a backup holds, for people.
