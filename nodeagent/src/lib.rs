@@ -15,6 +15,7 @@ pub mod fence_watch;
 pub mod gpu;
 pub mod gpu_probe;
 pub mod job;
+pub mod job_signals;
 pub mod lease;
 pub mod link;
 pub mod metrics;

@@ -184,6 +184,11 @@ fn open_cgroups(agent_id: &str) -> Option<corral_agent::job::process::Cgroups> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    // Before any job can start: jobs get these at their default action
+    // whatever the agent's parent ignored (see `job_signals`).
+    corral_agent::job_signals::catch_for_jobs().context("installing signal handlers")?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     corral_pki::install_crypto_provider();
     // Before anything makes an instrument: one made earlier records nowhere.
     let _metrics_server = match args.metrics_listen {
@@ -474,9 +479,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             roster,
         },
     ));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt.recv() => {}
         _ = term.recv() => {}
         _ = link => {}
     }

@@ -112,7 +112,16 @@ impl LocalCluster {
             None => corral_bin(),
         };
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(corral)
+        // `CORRAL_E2E_UNDER_NOHUP` among `env`: `corral local up`, and so
+        // the daemons it starts, run with SIGHUP ignored, as under `nohup`.
+        let mut up = if env.iter().any(|(key, _)| *key == "CORRAL_E2E_UNDER_NOHUP") {
+            let mut nohup = Command::new("nohup");
+            nohup.arg(corral);
+            nohup
+        } else {
+            Command::new(corral)
+        };
+        let out = up
             .args(["--json", "local", "up", "--dir"])
             .arg(dir.path())
             .args(["--controllers", &controllers.to_string()])
