@@ -1,10 +1,10 @@
 //! Hosts for `deploy_e2e`: each a network namespace with its own address
 //! on one bridge (this machine is 10.214.0.254 on it, the admin machine),
-//! and a mount namespace of its own in which `/etc/corral`,
-//! `/var/lib/corral`, `/etc/systemd/system`, `/usr/local/bin` and
-//! `/var/backups` are directories of the host's own, so the runbook's
-//! commands run there as written (those five are created empty on this
-//! machine where missing: they are the mount points). `systemctl` is
+//! and a mount namespace of its own in which `/etc` (a copy of this
+//! machine's), `/var/lib/corral`, `/usr/local/bin` and `/var/backups` are
+//! directories of the host's own, so the runbook's commands run there as
+//! written (`/var/lib/corral` is created empty on this machine where
+//! missing: it is a mount point). `systemctl` is
 //! `fixtures/deploy/systemctl`, which runs a unit's `ExecStart`.
 //! Everything is removed when the [`Site`] is dropped.
 
@@ -15,14 +15,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-/// The directories each host has of its own.
-const PRIVATE: [&str; 5] = [
-    "/etc/corral",
-    "/var/lib/corral",
-    "/etc/systemd/system",
-    "/usr/local/bin",
-    "/var/backups",
-];
+/// The directories each host has of its own: `/etc` starts as a copy of
+/// this machine's (so `useradd` on a host changes that host's passwd only),
+/// the others empty.
+const PRIVATE: [&str; 4] = ["/etc", "/var/lib/corral", "/usr/local/bin", "/var/backups"];
 
 /// The runbook's steps, by name (blocks opened with "```sh step=NAME").
 pub fn runbook_steps(text: &str) -> BTreeMap<String, String> {
@@ -205,7 +201,18 @@ impl Site {
             let mut binds = String::new();
             for top in PRIVATE {
                 let own = root.join(top.trim_start_matches('/').replace('/', "_"));
-                std::fs::create_dir_all(&own).unwrap();
+                if top == "/etc" {
+                    std::fs::create_dir_all(&root).unwrap();
+                    let copied = Command::new("cp")
+                        .args(["-a", "/etc"])
+                        .arg(&own)
+                        .status()
+                        .unwrap();
+                    assert!(copied.success(), "cannot copy /etc for host {name}");
+                    std::fs::create_dir_all(own.join("systemd/system")).unwrap();
+                } else {
+                    std::fs::create_dir_all(&own).unwrap();
+                }
                 binds.push_str(&format!("mount --bind {} {top}; ", own.display()));
             }
             std::fs::create_dir_all(root.join("sbin")).unwrap();
